@@ -1,0 +1,124 @@
+"""The frame's one seam: what every backend promises, and the errors it may raise.
+
+Two layers, so encryption lives in one place:
+
+* `MemoryStore` speaks ciphertext to wherever the versions live (the service
+  in-process, or a server over HTTP). It never sees plaintext or a key.
+* `Backend` is what the frame and the CLI use: plaintext in and out. The one
+  implementation, `SealedBackend`, seals and opens text on the client over any
+  store; `LocalBackend` and `RemoteBackend` only choose the store.
+
+Every write promise is the contract's: the acknowledged version is exact, and
+a failure (offline, auth, conflict) changes nothing and leaves the caller's
+draft alone. Nothing is queued and nothing is retried behind the caller's back.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from memframe.core.errors import (
+    DecryptionFailed,
+    DocumentDeleted,
+    InvalidInput,
+    KeyFileError,
+    MemframeError,
+    NotFound,
+    PolicyConflict,
+    Unauthorized,
+    Unavailable,
+    VersionConflict,
+)
+from memframe.core.types import MemoryDocument, Mode, Policy, StoredVersion, VersionInfo
+
+__all__ = [
+    "Backend",
+    "DecryptionFailed",
+    "DocumentDeleted",
+    "InvalidInput",
+    "KeyFileError",
+    "MemframeError",
+    "MemoryStore",
+    "NotFound",
+    "PolicyConflict",
+    "Unauthorized",
+    "Unavailable",
+    "VersionConflict",
+]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Ciphertext-level access to one workspace, for one authenticated person."""
+
+    workspace_id: str
+    #: Where the versions live, for people: a file path or a URL.
+    location: str
+
+    def get_file(self, path: str) -> StoredVersion | None:
+        """The head version (a tombstone if deleted), or None if never created."""
+
+    def put_file(
+        self,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+    ) -> VersionInfo:
+        """Write against exactly `base_version` (0 = create-only) or raise VersionConflict."""
+
+    def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
+        """Newest first; metadata only."""
+
+    def get_version(self, path: str, version: int) -> StoredVersion:
+        """One revision's metadata and ciphertext, or NotFound."""
+
+    def get_policy(self) -> Policy:
+        """The workspace's policy; the default when no row exists."""
+
+    def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
+        """Compare-and-set on the policy revision, or PolicyConflict."""
+
+    def close(self) -> None:
+        """Release connections; idempotent."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the Memory frame and the CLI use: the workspace's memory, in plaintext."""
+
+    workspace_id: str
+    location: str
+
+    def load(self) -> MemoryDocument:
+        """The current text and the exact version it belongs to (0: never created)."""
+
+    def save(self, text: str, base_version: int, *, revive: bool = False) -> VersionInfo:
+        """One direct upload against `base_version`. On success the returned version is
+        exactly what the server holds; on any failure nothing changed anywhere."""
+
+    def clear(self, base_version: int) -> VersionInfo:
+        """Write an empty revision and advance the Clear generation, atomically.
+        If another write won first: VersionConflict, nothing written, generation unmoved."""
+
+    def undo(self, revision: int, base_version: int) -> VersionInfo:
+        """Restore `revision`'s text as a new revision against `base_version`; never
+        rewinds the Clear generation or the policy revision."""
+
+    def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
+        """Revisions newest first, one page, without decrypting anything."""
+
+    def read_revision(self, version: int) -> str:
+        """The decrypted text of one revision (empty for a deletion)."""
+
+    def get_policy(self) -> Policy:
+        """The mode, its revision and the Clear generation."""
+
+    def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
+        """Compare-and-set the mode; PolicyConflict if someone changed it first."""
+
+    def close(self) -> None:
+        """Release resources; idempotent."""

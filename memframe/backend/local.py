@@ -1,0 +1,84 @@
+"""The local backend: the service in-process on an embedded SQLite file.
+
+No server is needed; the person is the embedded database's `local` user.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memframe.backend.save_state import SaveState
+from memframe.backend.sealed import SealedBackend
+from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
+from memframe.service import MemoryService
+from memframe.service.accounts import LOCAL_USER
+
+
+class LocalStore:
+    """MemoryStore over a MemoryService in this process."""
+
+    def __init__(
+        self, service: MemoryService, workspace_id: str, user: str = LOCAL_USER, *, owns_service: bool = False
+    ) -> None:
+        self.service = service
+        self.workspace_id = workspace_id
+        self.user = user
+        self.location = str(service.db.path)
+        self._owns_service = owns_service
+
+    def get_file(self, path: str) -> StoredVersion | None:
+        return self.service.get_file(self.user, self.workspace_id, path)
+
+    def put_file(
+        self,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+    ) -> VersionInfo:
+        return self.service.put_file(
+            self.user,
+            self.workspace_id,
+            path,
+            ciphertext,
+            base_version,
+            clear=clear,
+            restored_from=restored_from,
+            revive=revive,
+        )
+
+    def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
+        return self.service.list_versions(self.user, self.workspace_id, path, limit=limit, before=before)
+
+    def get_version(self, path: str, version: int) -> StoredVersion:
+        return self.service.get_version(self.user, self.workspace_id, path, version)
+
+    def get_policy(self) -> Policy:
+        return self.service.get_policy(self.user, self.workspace_id)
+
+    def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
+        return self.service.set_policy(self.user, self.workspace_id, mode, expected_revision)
+
+    def close(self) -> None:
+        if self._owns_service:
+            self.service.close()
+
+
+class LocalBackend(SealedBackend):
+    """The default backend: memory on this machine, in `memframe.db` under the memframe home."""
+
+    def __init__(
+        self,
+        service: MemoryService | str | Path,
+        workspace_id: str,
+        key: bytes,
+        *,
+        user: str = LOCAL_USER,
+        save_state: SaveState | None = None,
+    ) -> None:
+        owns = not isinstance(service, MemoryService)
+        svc = MemoryService(service) if owns else service  # type: ignore[arg-type]
+        super().__init__(LocalStore(svc, workspace_id, user, owns_service=owns), key, save_state=save_state)  # type: ignore[arg-type]

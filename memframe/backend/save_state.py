@@ -1,0 +1,109 @@
+"""This client's own Saves, per workspace, and the X-Memory-State they produce.
+
+The contract: each Assistant send waits (up to 5 s) for an in-flight Save,
+then reports the state of this client's saves. An unsaved editor draft is
+never reported: it is not saved memory. The values, from DESIGN.md:
+
+    none                  this client has no Save of its own
+    saved; version=N      its last Save was acknowledged at N
+    pending               a Save is still in flight after the wait
+    conflict; version=N   its last Save was refused; the server holds N
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from memframe.core.errors import VersionConflict
+
+SEND_WAIT_SECONDS = 5.0
+_HEADER_RE = re.compile(r"^\s*(none|pending|saved|conflict)\s*(?:;\s*version\s*=\s*(\d+)\s*)?$")
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    """One reportable state; `version` is set for saved and conflict."""
+
+    kind: str = "none"
+    version: int | None = None
+
+    def header(self) -> str:
+        return self.kind if self.version is None else f"{self.kind}; version={self.version}"
+
+    @classmethod
+    def parse(cls, value: str | None) -> MemoryState | None:
+        """Read a client's header on the server; None if absent or malformed."""
+        if value is None:
+            return None
+        match = _HEADER_RE.match(value)
+        if not match:
+            return None
+        kind, version = match.group(1), match.group(2)
+        if (kind in ("saved", "conflict")) != (version is not None):
+            return None
+        return cls(kind, None if version is None else int(version))
+
+
+class SaveState:
+    """Tracks one workspace's saves for this client; thread-safe."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._last = MemoryState()
+
+    @property
+    def last(self) -> MemoryState:
+        with self._cond:
+            return self._last
+
+    @property
+    def in_flight(self) -> bool:
+        with self._cond:
+            return self._in_flight > 0
+
+    @contextmanager
+    def saving(self) -> Iterator[None]:
+        """Wrap one human write. Success is acknowledged by `acknowledge`; a conflict is
+        remembered; any other failure (offline, auth) changes nothing, as it changed nothing."""
+        with self._cond:
+            self._in_flight += 1
+        try:
+            yield
+        except VersionConflict as exc:
+            with self._cond:
+                self._last = MemoryState("conflict", exc.current_version)
+            raise
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+    def acknowledge(self, version: int) -> None:
+        with self._cond:
+            self._last = MemoryState("saved", version)
+
+    def wait_idle(self, timeout: float = SEND_WAIT_SECONDS) -> bool:
+        """Wait for in-flight saves to finish; True if none is left."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._in_flight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def for_send(self, timeout: float = SEND_WAIT_SECONDS) -> MemoryState:
+        """What an Assistant send reports: waits for an in-flight save, then reads."""
+        if not self.wait_idle(timeout):
+            return MemoryState("pending")
+        return self.last
+
+    def header_for_send(self, timeout: float = SEND_WAIT_SECONDS) -> str:
+        return self.for_send(timeout).header()

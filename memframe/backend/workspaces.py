@@ -1,0 +1,119 @@
+"""Opening a workspace: find its key, pick the backend, create it on first use.
+
+The CLI and the frame both come through here, so "which workspace, which key,
+which backend" is decided once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from memframe import crypto, paths
+from memframe.backend.sealed import SealedBackend
+from memframe.core.errors import InvalidInput, KeyFileError, NotFound
+
+PassphrasePrompt = Callable[[str], str]
+PASSPHRASE_ENV = "MEMFRAME_PASSPHRASE"
+
+
+def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
+    value = os.environ.get(PASSPHRASE_ENV)
+    if value:
+        return value
+    if prompt is None:
+        return None
+    return prompt(question) or None
+
+
+def write_key(
+    key: bytes, workspace_id: str, *, remote_url: str | None = None, passphrase: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Store a workspace key for this person: 0600, wrapped when a passphrase is given."""
+    target = paths.key_file(workspace_id, remote_url)
+    if target.exists() and not overwrite:
+        raise InvalidInput(f"A key for {workspace_id!r} already exists at {target}; nothing was changed.")
+    crypto.write_private_file(target, crypto.encode_key_file(key, workspace_id, passphrase))
+    return target
+
+
+def load_key(
+    workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None
+) -> bytes:
+    """The workspace key from its key file; a passphrase comes from the env or a prompt."""
+    source = paths.key_file(workspace_id, remote_url)
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError:
+        raise KeyFileError(
+            f"No key for workspace {workspace_id!r} on this machine (looked in {source}). "
+            "Run 'memframe init' for a new workspace, or 'memframe key import' with a key a member exported."
+        ) from None
+    except OSError as exc:
+        raise KeyFileError(f"Cannot read the key file {source}: {exc.strerror}.") from None
+    passphrase = None
+    if crypto.key_file_is_wrapped(raw):
+        passphrase = _passphrase(prompt, f"Passphrase for workspace {workspace_id!r}: ")
+    return crypto.decode_key_file(raw, passphrase, source=f"key file {source}")
+
+
+def init_local_workspace(
+    workspace_id: str, *, passphrase: str | None = None, db_path: Path | None = None
+) -> Path:
+    """Create a workspace in the embedded database and its key; returns the key file path."""
+    from memframe.service import MemoryService
+    from memframe.service.accounts import LOCAL_USER
+
+    paths.check_workspace_id(workspace_id)
+    if paths.key_file(workspace_id).exists():
+        raise InvalidInput(
+            f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; nothing was changed."
+        )
+    service = MemoryService(db_path or paths.local_database())
+    try:
+        service.accounts.add_user(LOCAL_USER, exist_ok=True)
+        service.accounts.create_workspace(workspace_id, LOCAL_USER)
+        return write_key(crypto.new_key(), workspace_id, passphrase=passphrase)
+    finally:
+        service.close()
+
+
+def local_workspace_exists(workspace_id: str, db_path: Path | None = None) -> bool:
+    db = db_path or paths.local_database()
+    if not db.exists():
+        return False
+    from memframe.service import MemoryService
+
+    service = MemoryService(db)
+    try:
+        return workspace_id in service.accounts.workspaces()
+    finally:
+        service.close()
+
+
+def open_backend(
+    workspace_id: str,
+    *,
+    remote_url: str | None = None,
+    token: str | None = None,
+    prompt: PassphrasePrompt | None = None,
+    db_path: Path | None = None,
+) -> SealedBackend:
+    """The backend for a workspace: remote when a URL is given, else the local embedded one."""
+    paths.check_workspace_id(workspace_id)
+    if remote_url:
+        from memframe.backend.remote import RemoteBackend
+
+        key = load_key(workspace_id, remote_url=remote_url, prompt=prompt)
+        return RemoteBackend(remote_url, token, workspace_id, key)
+    from memframe.backend.local import LocalBackend
+
+    db = db_path or paths.local_database()
+    if not local_workspace_exists(workspace_id, db):
+        raise NotFound(
+            f"There is no local workspace {workspace_id!r}; create it with 'memframe init --workspace {workspace_id}'."
+        )
+    key = load_key(workspace_id, prompt=prompt)
+    return LocalBackend(db, workspace_id, key)

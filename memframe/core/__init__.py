@@ -1,0 +1,1 @@
+"""Pure contract logic: no SQLite, httpx or Textual imports live here."""

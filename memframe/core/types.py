@@ -1,0 +1,142 @@
+"""The contract's vocabulary as plain values shared by every layer.
+
+Nothing here does I/O; the service, both backends, the frame and the
+assistant all speak in these types so a promise has one name everywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+#: The reserved namespace; only the memory route may write inside it.
+MEMORY_NAMESPACE = ".zudotext/memory/"
+#: The one memory document of a workspace.
+MEMORY_PATH = ".zudotext/memory/MEMORY.md"
+#: Recall supplies at most this many UTF-8 bytes of memory text.
+MEMORY_RECALL_MAX_BYTES = 8192
+
+
+class Mode(str, enum.Enum):
+    """Workspace memory policy; a missing policy row reads as READ_ONLY."""
+
+    OFF = "off"
+    READ_ONLY = "read_only"
+    AUTO = "auto"
+
+    @classmethod
+    def parse(cls, value: str) -> Mode:
+        """Accept the spellings a person types (`read-only`, `Read only`)."""
+        key = value.strip().lower().replace("-", "_").replace(" ", "_")
+        for mode in cls:
+            if mode.value == key:
+                return mode
+        raise ValueError(f"unknown mode {value!r}: choose off, read-only or auto")
+
+    @property
+    def label(self) -> str:
+        return {"off": "Off", "read_only": "Read only", "auto": "Auto"}[self.value]
+
+    @property
+    def explanation(self) -> str:
+        """One line a person reads before choosing the mode."""
+        return {
+            "off": "The Assistant neither reads nor changes memory.",
+            "read_only": "The Assistant reads memory; its suggested changes wait for you.",
+            "auto": "The Assistant reads memory and may add to it under a fresh admission.",
+        }[self.value]
+
+
+class Author(str, enum.Enum):
+    PERSON = "person"
+    ASSISTANT = "assistant"
+
+
+class Operation(str, enum.Enum):
+    """What a revision was; stored at write time so listing never decrypts."""
+
+    SAVE = "save"
+    CLEAR = "clear"
+    UNDO = "undo"
+    CAPTURE = "capture"
+    DELETE = "delete"
+
+
+class RecallStatus(str, enum.Enum):
+    """Why recall supplied the memory, or why it was withheld."""
+
+    PROVIDED = "provided"
+    OFF = "off"
+    EMPTY = "empty"
+    PENDING = "pending"
+    CONFLICT = "conflict"
+    STALE = "stale"
+    OVERSIZED = "oversized"
+    DELETED = "deleted"
+    UNAVAILABLE = "unavailable"
+    NO_ACCESS = "no_access"
+    SUPERSEDED = "superseded"
+
+    @property
+    def withheld(self) -> bool:
+        """Withheld statuses become an explicit note; OFF and EMPTY add nothing."""
+        return self not in (RecallStatus.PROVIDED, RecallStatus.OFF, RecallStatus.EMPTY)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One workspace's row of workspace_memory_policy (or its default)."""
+
+    mode: Mode = Mode.READ_ONLY
+    revision: int = 0
+    clear_generation: int = 0
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """Metadata of one stored revision: everything a list needs, no text."""
+
+    version: int
+    created_at: float
+    author: Author
+    actor: str
+    operation: Operation
+    size: int
+    content_hash: str
+    restored_from: int | None = None
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """One revision as the server holds it: metadata and ciphertext."""
+
+    info: VersionInfo
+    ciphertext: bytes | None  # None for a delete tombstone
+
+
+@dataclass(frozen=True)
+class MemoryDocument:
+    """The decrypted current memory as a client sees it.
+
+    `version` is the exact server version the text belongs to; 0 means the
+    document was never created. A deleted document has empty text and
+    `deleted=True`; a plain save does not revive it.
+    """
+
+    text: str
+    version: int
+    deleted: bool = False
+    info: VersionInfo | None = None
+
+    @property
+    def size(self) -> int:
+        return utf8_size(self.text)
+
+    @property
+    def oversized(self) -> bool:
+        return self.size > MEMORY_RECALL_MAX_BYTES
+
+
+def utf8_size(text: str) -> int:
+    """The size bound is measured in UTF-8 bytes, never characters."""
+    return len(text.encode("utf-8"))

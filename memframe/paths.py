@@ -1,0 +1,54 @@
+"""Where memframe keeps things on a person's machine, decided in one place.
+
+Everything lives under one home folder: the platform's user data directory,
+or `MEMFRAME_HOME` when set (tests always set it, so they never touch a real
+home). The local embedded workspace database and the key files sit there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+DEFAULT_WORKSPACE = "default"
+_WORKSPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def home() -> Path:
+    override = os.environ.get("MEMFRAME_HOME")
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("memframe", appauthor=False))
+
+
+def local_database() -> Path:
+    return home() / "memframe.db"
+
+
+def check_workspace_id(workspace_id: str) -> str:
+    """Workspace ids appear in file names and URLs, so they are kept plain."""
+    if not _WORKSPACE_RE.match(workspace_id) or workspace_id in (".", ".."):
+        from memframe.core.errors import InvalidInput
+
+        raise InvalidInput(
+            f"{workspace_id!r} is not a workspace name: use letters, digits, '.', '_' or '-' "
+            "(at most 64, starting with a letter or digit)."
+        )
+    return workspace_id
+
+
+def key_scope(remote_url: str | None) -> str:
+    """Keys of a local workspace and of a server's workspace of the same name never mix."""
+    if not remote_url:
+        return "local"
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", remote_url.split("://", 1)[-1]).strip("-")[:40]
+    digest = hashlib.sha256(remote_url.rstrip("/").encode()).hexdigest()[:8]
+    return f"{slug}-{digest}"
+
+
+def key_file(workspace_id: str, remote_url: str | None = None) -> Path:
+    return home() / "keys" / key_scope(remote_url) / f"{check_workspace_id(workspace_id)}.key"

@@ -1,0 +1,179 @@
+"""People, bearer tokens and workspace membership.
+
+Tokens are random, shown once, and stored only as SHA-256 hashes: a copy of
+the database cannot be used to act as anyone. Membership decides everything a
+person can reach; a workspace they are not a member of is simply NotFound.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sqlite3
+from dataclasses import dataclass
+
+from memframe.core.errors import InvalidInput, NotFound, Unauthorized
+from memframe.paths import check_workspace_id
+from memframe.service.db import Database
+
+TOKEN_PREFIX = "mf_"
+#: The person who owns workspaces of the embedded local database.
+LOCAL_USER = "local"
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    user_id: str
+    label: str
+    created_at: float
+    revoked_at: float | None
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def check_user_id(user_id: str) -> str:
+    try:
+        return check_workspace_id(user_id)
+    except InvalidInput:
+        raise InvalidInput(f"{user_id!r} is not a user name: use letters, digits, '.', '_' or '-'.") from None
+
+
+class Accounts:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # users ---------------------------------------------------------------------------
+
+    def add_user(self, user_id: str, *, exist_ok: bool = False) -> str:
+        check_user_id(user_id)
+        with self.db.write() as conn:
+            try:
+                conn.execute("INSERT INTO users (id, created_at) VALUES (?, ?)", (user_id, self.db.clock()))
+            except sqlite3.IntegrityError:
+                if not exist_ok:
+                    raise InvalidInput(f"The user {user_id!r} already exists.") from None
+        return user_id
+
+    def users(self) -> list[str]:
+        with self.db.read() as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM users ORDER BY id")]
+
+    def _require_user(self, conn: sqlite3.Connection, user_id: str) -> None:
+        if conn.execute("SELECT 1 FROM users WHERE id = ?", (user_id,)).fetchone() is None:
+            raise NotFound(f"There is no user {user_id!r}.")
+
+    # tokens --------------------------------------------------------------------------
+
+    def create_token(self, user_id: str, label: str = "") -> tuple[str, str]:
+        """Returns (token id, the token itself); the token is never retrievable again."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = secrets.token_hex(6)
+        with self.db.write() as conn:
+            self._require_user(conn, user_id)
+            conn.execute(
+                "INSERT INTO tokens (id, user_id, token_hash, label, created_at) VALUES (?, ?, ?, ?, ?)",
+                (token_id, user_id, _hash(token), label, self.db.clock()),
+            )
+        return token_id, token
+
+    def tokens(self, user_id: str | None = None) -> list[TokenInfo]:
+        sql = "SELECT id, user_id, label, created_at, revoked_at FROM tokens"
+        args: tuple[str, ...] = ()
+        if user_id:
+            sql += " WHERE user_id = ?"
+            args = (user_id,)
+        with self.db.read() as conn:
+            return [TokenInfo(*row) for row in conn.execute(sql + " ORDER BY created_at", args)]
+
+    def revoke_token(self, token_id: str) -> None:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (self.db.clock(), token_id),
+            )
+            if cur.rowcount == 0:
+                raise NotFound(f"There is no active token {token_id!r}.")
+
+    def authenticate(self, token: str | None) -> str:
+        """The user a bearer token speaks for; any failure is one indistinct Unauthorized."""
+        if not token:
+            raise Unauthorized("A token is required.")
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT user_id FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
+                (_hash(token),),
+            ).fetchone()
+        if row is None:
+            raise Unauthorized("The token is not valid.")
+        return str(row[0])
+
+    # workspaces ----------------------------------------------------------------------
+
+    def create_workspace(self, workspace_id: str, owner: str) -> str:
+        check_workspace_id(workspace_id)
+        now = self.db.clock()
+        with self.db.write() as conn:
+            self._require_user(conn, owner)
+            try:
+                conn.execute(
+                    "INSERT INTO workspaces (id, owner_id, created_at) VALUES (?, ?, ?)",
+                    (workspace_id, owner, now),
+                )
+            except sqlite3.IntegrityError:
+                raise InvalidInput(f"The workspace {workspace_id!r} already exists.") from None
+            conn.execute(
+                "INSERT INTO memberships (workspace_id, user_id, created_at) VALUES (?, ?, ?)",
+                (workspace_id, owner, now),
+            )
+        return workspace_id
+
+    def add_member(self, workspace_id: str, user_id: str) -> None:
+        with self.db.write() as conn:
+            self._require_user(conn, user_id)
+            if conn.execute("SELECT 1 FROM workspaces WHERE id = ?", (workspace_id,)).fetchone() is None:
+                raise NotFound(f"There is no workspace {workspace_id!r}.")
+            conn.execute(
+                "INSERT OR IGNORE INTO memberships (workspace_id, user_id, created_at) VALUES (?, ?, ?)",
+                (workspace_id, user_id, self.db.clock()),
+            )
+
+    def remove_member(self, workspace_id: str, user_id: str) -> None:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "DELETE FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, user_id)
+            )
+            if cur.rowcount == 0:
+                raise NotFound(f"{user_id!r} is not a member of {workspace_id!r}.")
+
+    def workspaces(self, user_id: str | None = None) -> list[str]:
+        with self.db.read() as conn:
+            if user_id is None:
+                return [r[0] for r in conn.execute("SELECT id FROM workspaces ORDER BY id")]
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT workspace_id FROM memberships WHERE user_id = ? ORDER BY workspace_id",
+                    (user_id,),
+                )
+            ]
+
+    def members(self, workspace_id: str) -> list[str]:
+        with self.db.read() as conn:
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT user_id FROM memberships WHERE workspace_id = ? ORDER BY user_id", (workspace_id,)
+                )
+            ]
+
+
+def require_member(conn: sqlite3.Connection, user_id: str, workspace_id: str) -> None:
+    """Non-members learn nothing: the same NotFound as for a workspace that does not exist."""
+    row = conn.execute(
+        "SELECT 1 FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, user_id)
+    ).fetchone()
+    if row is None:
+        raise NotFound("No such workspace.")

@@ -1,0 +1,141 @@
+"""Encrypted file versions: compare-and-set writes, tombstones, Clear, history.
+
+The service stores ciphertext it cannot read. A write names its base: the
+exact current version, or 0 (create-only) for a never-created file; anything
+else is a VersionConflict that writes nothing. The acknowledged version is
+exactly the row this transaction inserted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
+from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
+from memframe.crypto import content_hash, plaintext_size
+
+#: A stored document's ciphertext may not exceed this (memory over 8 KiB is kept, just not recalled).
+MAX_DOCUMENT_BYTES = 1024 * 1024
+
+_INFO_COLUMNS = "version, created_at, author, actor, operation, size, content_hash, restored_from"
+
+
+def _info(row: tuple[object, ...]) -> VersionInfo:
+    return VersionInfo(
+        version=int(row[0]),  # type: ignore[call-overload]
+        created_at=float(row[1]),  # type: ignore[arg-type]
+        author=Author(row[2]),
+        actor=str(row[3]),
+        operation=Operation(row[4]),
+        size=int(row[5]),  # type: ignore[call-overload]
+        content_hash=str(row[6]),
+        restored_from=None if row[7] is None else int(row[7]),  # type: ignore[call-overload]
+    )
+
+
+def current_state(conn: sqlite3.Connection, workspace_id: str, path: str) -> tuple[int, bool]:
+    """(current version, deleted); (0, False) for a file never created."""
+    row = conn.execute(
+        "SELECT current_version, deleted FROM files WHERE workspace_id = ? AND path = ?",
+        (workspace_id, path),
+    ).fetchone()
+    return (0, False) if row is None else (int(row[0]), bool(row[1]))
+
+
+def check_base(
+    conn: sqlite3.Connection, workspace_id: str, path: str, base_version: int, *, revive: bool = False
+) -> int:
+    """Raise unless `base_version` is exactly current; returns the version the write will get."""
+    if base_version < 0:
+        raise InvalidInput("The base version cannot be negative.")
+    current, deleted = current_state(conn, workspace_id, path)
+    if base_version != current:
+        raise VersionConflict(current)
+    if deleted and not revive:
+        raise DocumentDeleted(current)
+    return current + 1
+
+
+def insert_version(
+    conn: sqlite3.Connection,
+    *,
+    workspace_id: str,
+    path: str,
+    version: int,
+    now: float,
+    author: Author,
+    actor: str,
+    operation: Operation,
+    ciphertext: bytes | None,
+    restored_from: int | None = None,
+) -> VersionInfo:
+    """Append one version row and move the file's head to it, inside the caller's batch."""
+    if ciphertext is not None and len(ciphertext) > MAX_DOCUMENT_BYTES:
+        raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
+    size = 0 if ciphertext is None else plaintext_size(ciphertext)
+    digest = "" if ciphertext is None else content_hash(ciphertext)
+    conn.execute(
+        f"INSERT INTO file_versions (workspace_id, path, {_INFO_COLUMNS}, ciphertext)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (workspace_id, path, version, now, author.value, actor, operation.value, size, digest,
+         restored_from, ciphertext),
+    )
+    conn.execute(
+        "INSERT INTO files (workspace_id, path, current_version, deleted) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (workspace_id, path) DO UPDATE SET"
+        " current_version = excluded.current_version, deleted = excluded.deleted",
+        (workspace_id, path, version, 1 if operation is Operation.DELETE else 0),
+    )
+    return VersionInfo(version, now, author, actor, operation, size, digest, restored_from)
+
+
+def check_restorable(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> None:
+    row = conn.execute(
+        "SELECT operation FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
+        (workspace_id, path, version),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"There is no revision {version}.")
+    if row[0] == Operation.DELETE.value:
+        raise InvalidInput(f"Revision {version} is a deletion; there is no text to restore.")
+
+
+def get_current(conn: sqlite3.Connection, workspace_id: str, path: str) -> StoredVersion | None:
+    """The head version (a tombstone for a deleted file), or None if never created."""
+    current, _ = current_state(conn, workspace_id, path)
+    return None if current == 0 else get_version(conn, workspace_id, path, current)
+
+
+def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> StoredVersion:
+    row = conn.execute(
+        f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions"
+        " WHERE workspace_id = ? AND path = ? AND version = ?",
+        (workspace_id, path, version),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"There is no revision {version}.")
+    return StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+
+
+def list_versions(
+    conn: sqlite3.Connection, workspace_id: str, path: str, *, limit: int, before: int | None
+) -> list[VersionInfo]:
+    """Newest first, one page; reads metadata only, never the ciphertext."""
+    if limit < 1 or limit > 1000:
+        raise InvalidInput("A page holds 1 to 1000 revisions.")
+    rows = conn.execute(
+        f"SELECT {_INFO_COLUMNS} FROM file_versions WHERE workspace_id = ? AND path = ?"
+        " AND version < ? ORDER BY version DESC LIMIT ?",
+        (workspace_id, path, before if before is not None else 2**62, limit),
+    ).fetchall()
+    return [_info(r) for r in rows]
+
+
+def list_files(conn: sqlite3.Connection, workspace_id: str) -> list[tuple[str, int, bool]]:
+    return [
+        (str(r[0]), int(r[1]), bool(r[2]))
+        for r in conn.execute(
+            "SELECT path, current_version, deleted FROM files WHERE workspace_id = ? ORDER BY path",
+            (workspace_id,),
+        )
+    ]

@@ -1,0 +1,157 @@
+"""The authoritative memory service: the contract enforced over one SQLite file.
+
+Both the local backend (in-process) and the HTTP API call this class; neither
+adds rules of its own. Every method takes the acting user and checks
+membership inside the same transaction that reads or writes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from memframe.core.errors import InvalidInput
+from memframe.core.types import (
+    MEMORY_PATH,
+    Author,
+    Mode,
+    Operation,
+    Policy,
+    StoredVersion,
+    VersionInfo,
+)
+from memframe.crypto import plaintext_size
+from memframe.service import files
+from memframe.service.accounts import Accounts, require_member
+from memframe.service.db import Clock, Database
+from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
+
+
+def check_file_path(path: str) -> str:
+    """People's file routes take plain relative paths; one spelling per file."""
+    if not path or "\x00" in path or len(path.encode("utf-8")) > 1024:
+        raise InvalidInput("A file path must be 1 to 1024 bytes with no NUL character.")
+    parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        raise InvalidInput(f"{path!r} is not a plain relative file path.")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+        raise InvalidInput("A file path cannot contain control characters.")
+    return "/".join(parts)
+
+
+class MemoryService:
+    """Files, versions, policy and Clear: the part of the contract people write through."""
+
+    def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
+        self.db = Database(db_path, clock=clock)
+        self.accounts = Accounts(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- files ---------------------------------------------------------------------------
+
+    def get_file(self, user: str, workspace_id: str, path: str) -> StoredVersion | None:
+        path = check_file_path(path)
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return files.get_current(conn, workspace_id, path)
+
+    def put_file(
+        self,
+        user: str,
+        workspace_id: str,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+    ) -> VersionInfo:
+        """One direct write against `base_version`; a Clear also advances the generation.
+
+        The Clear's empty revision and its generation advance commit in one
+        transaction: the advancing statement is conditioned on this write's own
+        version row, so a Clear that loses the race moves nothing.
+        """
+        path = check_file_path(path)
+        if clear and path != MEMORY_PATH:
+            raise InvalidInput("Only the memory document can be cleared.")
+        if clear and plaintext_size(ciphertext) != 0:
+            raise InvalidInput("A Clear writes an empty revision.")
+        if clear and restored_from is not None:
+            raise InvalidInput("A Clear cannot also restore a revision.")
+        operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            version = files.check_base(conn, workspace_id, path, base_version, revive=revive)
+            if restored_from is not None:
+                files.check_restorable(conn, workspace_id, path, restored_from)
+            info = files.insert_version(
+                conn,
+                workspace_id=workspace_id,
+                path=path,
+                version=version,
+                now=self.db.clock(),
+                author=Author.PERSON,
+                actor=user,
+                operation=operation,
+                ciphertext=ciphertext,
+                restored_from=restored_from,
+            )
+            if clear:
+                conn.execute(ADVANCE_CLEAR_GENERATION, {"ws": workspace_id, "path": path, "version": version})
+        return info
+
+    def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
+        """A delete is a tombstone version: history stays, and plain writes do not revive it."""
+        path = check_file_path(path)
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            version = files.check_base(conn, workspace_id, path, base_version)
+            if version == 1:
+                raise InvalidInput("There is nothing to delete: the file was never created.")
+            return files.insert_version(
+                conn,
+                workspace_id=workspace_id,
+                path=path,
+                version=version,
+                now=self.db.clock(),
+                author=Author.PERSON,
+                actor=user,
+                operation=Operation.DELETE,
+                ciphertext=None,
+            )
+
+    def list_versions(
+        self, user: str, workspace_id: str, path: str, *, limit: int = 50, before: int | None = None
+    ) -> list[VersionInfo]:
+        path = check_file_path(path)
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return files.list_versions(conn, workspace_id, path, limit=limit, before=before)
+
+    def get_version(self, user: str, workspace_id: str, path: str, version: int) -> StoredVersion:
+        path = check_file_path(path)
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return files.get_version(conn, workspace_id, path, version)
+
+    def list_files(self, user: str, workspace_id: str) -> list[tuple[str, int, bool]]:
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return files.list_files(conn, workspace_id)
+
+    # --- policy --------------------------------------------------------------------------
+
+    def get_policy(self, user: str, workspace_id: str) -> Policy:
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return read_policy(conn, workspace_id)
+
+    def set_policy(self, user: str, workspace_id: str, mode: Mode, expected_revision: int) -> Policy:
+        """Needs only workspace membership: it never enables AI, opens a key session or trusts skills."""
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            return write_mode(conn, workspace_id, mode, expected_revision)
