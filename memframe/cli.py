@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import getpass
+import importlib
 import os
 import sys
 import time
@@ -44,16 +45,20 @@ def _prompt(question: str) -> str:
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--workspace", "-w",
+        "--workspace",
+        "-w",
         default=os.environ.get("MEMFRAME_WORKSPACE", "default"),
         help="workspace name (default: $MEMFRAME_WORKSPACE or 'default')",
     )
     common.add_argument(
-        "--remote", default=os.environ.get("MEMFRAME_URL") or None, metavar="URL",
+        "--remote",
+        default=os.environ.get("MEMFRAME_URL") or None,
+        metavar="URL",
         help="a memframe server (default: $MEMFRAME_URL; none = the local embedded workspace)",
     )
     common.add_argument(
-        "--token", default=os.environ.get("MEMFRAME_TOKEN") or None,
+        "--token",
+        default=os.environ.get("MEMFRAME_TOKEN") or None,
         help="bearer token for --remote (default: $MEMFRAME_TOKEN)",
     )
     return common
@@ -156,7 +161,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         state += " (deleted)"
     _out(f"{state} · {_size_line(doc.size)}")
     _out(
-        f"mode {policy.mode.label} (policy revision {policy.revision}, clear generation {policy.clear_generation})"
+        f"mode {policy.mode.label} (policy revision {policy.revision}, "
+        f"clear generation {policy.clear_generation})"
     )
     _out("─" * 40)
     if doc.text:
@@ -191,7 +197,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     _out(f"{'version':>7}  {'time':19}  {'author':9}  {'by':12}  {'operation':9}  {'size':>7}")
     for r in rows:
         op = r.operation.value + (f" of {r.restored_from}" if r.restored_from else "")
-        _out(f"{r.version:>7}  {_when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  {op:9}  {r.size:>7}")
+        _out(
+            f"{r.version:>7}  {_when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  "
+            f"{op:9}  {r.size:>7}"
+        )
     return 0
 
 
@@ -202,7 +211,9 @@ def _history_patch(backend: SealedBackend, limit: int) -> int:
     for r in rows:
         texts[r.version] = backend.read_revision(r.version)
     for r in rows:
-        _out(f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}")
+        _out(
+            f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}"
+        )
         before = texts.get(r.version - 1)
         if before is None and r.version > 1:
             before = backend.read_revision(r.version - 1)
@@ -354,9 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--force", action="store_true", help="import over an existing key")
 
-    try:
-        from memframe import cli_server
-    except ImportError:
+    try:  # the server's commands (serve, admin) register themselves when present
+        cli_server = importlib.import_module("memframe.cli_server")
+    except ModuleNotFoundError:
         pass
     else:
         cli_server.register(sub, common)
@@ -383,7 +394,7 @@ def _positive(value: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["frame", *argv]
     if argv and argv[0] == "--version":
         from memframe import __version__
@@ -411,5 +422,3 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
-

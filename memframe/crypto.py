@@ -48,9 +48,7 @@ def new_key() -> bytes:
 def seal(key: bytes, text: str, *, workspace_id: str, path: str) -> bytes:
     """Encrypt `text` with a fresh nonce; the result is all the server ever stores."""
     nonce = secrets.token_bytes(NONCE_BYTES)
-    return nonce + _aesgcm(key).encrypt(
-        nonce, text.encode("utf-8"), associated_data(workspace_id, path)
-    )
+    return nonce + _aesgcm(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
 
 
 def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str) -> str:

@@ -28,7 +28,11 @@ def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
 
 
 def write_key(
-    key: bytes, workspace_id: str, *, remote_url: str | None = None, passphrase: str | None = None,
+    key: bytes,
+    workspace_id: str,
+    *,
+    remote_url: str | None = None,
+    passphrase: str | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Store a workspace key for this person: 0600, wrapped when a passphrase is given."""
@@ -69,7 +73,8 @@ def init_local_workspace(
     paths.check_workspace_id(workspace_id)
     if paths.key_file(workspace_id).exists():
         raise InvalidInput(
-            f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; nothing was changed."
+            f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; "
+            "nothing was changed."
         )
     service = MemoryService(db_path or paths.local_database())
     try:
@@ -113,7 +118,8 @@ def open_backend(
     db = db_path or paths.local_database()
     if not local_workspace_exists(workspace_id, db):
         raise NotFound(
-            f"There is no local workspace {workspace_id!r}; create it with 'memframe init --workspace {workspace_id}'."
+            f"There is no local workspace {workspace_id!r}; "
+            f"create it with 'memframe init --workspace {workspace_id}'."
         )
     key = load_key(workspace_id, prompt=prompt)
     return LocalBackend(db, workspace_id, key)

@@ -124,7 +124,8 @@ class PolicyConflict(MemframeError):
     def __init__(self, current_revision: int, current_mode: str, message: str = "") -> None:
         super().__init__(
             message
-            or f"The mode was changed elsewhere (now {current_mode}, revision {current_revision}); nothing was changed.",
+            or f"The mode was changed elsewhere (now {current_mode}, revision {current_revision}); "
+            "nothing was changed.",
             current_revision=current_revision,
             current_mode=current_mode,
         )

@@ -17,7 +17,7 @@ MEMORY_PATH = ".zudotext/memory/MEMORY.md"
 MEMORY_RECALL_MAX_BYTES = 8192
 
 
-class Mode(str, enum.Enum):
+class Mode(enum.StrEnum):
     """Workspace memory policy; a missing policy row reads as READ_ONLY."""
 
     OFF = "off"
@@ -47,12 +47,12 @@ class Mode(str, enum.Enum):
         }[self.value]
 
 
-class Author(str, enum.Enum):
+class Author(enum.StrEnum):
     PERSON = "person"
     ASSISTANT = "assistant"
 
 
-class Operation(str, enum.Enum):
+class Operation(enum.StrEnum):
     """What a revision was; stored at write time so listing never decrypts."""
 
     SAVE = "save"
@@ -62,7 +62,7 @@ class Operation(str, enum.Enum):
     DELETE = "delete"
 
 
-class RecallStatus(str, enum.Enum):
+class RecallStatus(enum.StrEnum):
     """Why recall supplied the memory, or why it was withheld."""
 
     PROVIDED = "provided"

@@ -9,6 +9,7 @@ mode: an acknowledged write survives a crash or a power cut.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -95,7 +96,9 @@ class Database:
 
     def schema_versions(self) -> list[tuple[int, str]]:
         with self.read() as conn:
-            return [tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")]  # type: ignore[misc]
+            return [
+                tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
+            ]  # type: ignore[misc]
 
     # --- transactions ------------------------------------------------------------------
 
@@ -140,10 +143,8 @@ class Database:
         self._closed = True
         with self._lock:
             for conn in self._readers:
-                try:
+                with contextlib.suppress(sqlite3.ProgrammingError):
                     conn.close()
-                except sqlite3.ProgrammingError:
-                    pass  # made in another thread that is gone; the GC closes it
             self._writer.close()
 
 

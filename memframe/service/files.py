@@ -9,6 +9,7 @@ exactly the row this transaction inserted.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
@@ -20,16 +21,16 @@ MAX_DOCUMENT_BYTES = 1024 * 1024
 _INFO_COLUMNS = "version, created_at, author, actor, operation, size, content_hash, restored_from"
 
 
-def _info(row: tuple[object, ...]) -> VersionInfo:
+def _info(row: tuple[Any, ...] | sqlite3.Row) -> VersionInfo:
     return VersionInfo(
-        version=int(row[0]),  # type: ignore[call-overload]
-        created_at=float(row[1]),  # type: ignore[arg-type]
+        version=int(row[0]),
+        created_at=float(row[1]),
         author=Author(row[2]),
         actor=str(row[3]),
         operation=Operation(row[4]),
-        size=int(row[5]),  # type: ignore[call-overload]
+        size=int(row[5]),
         content_hash=str(row[6]),
-        restored_from=None if row[7] is None else int(row[7]),  # type: ignore[call-overload]
+        restored_from=None if row[7] is None else int(row[7]),
     )
 
 
@@ -77,8 +78,19 @@ def insert_version(
     conn.execute(
         f"INSERT INTO file_versions (workspace_id, path, {_INFO_COLUMNS}, ciphertext)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (workspace_id, path, version, now, author.value, actor, operation.value, size, digest,
-         restored_from, ciphertext),
+        (
+            workspace_id,
+            path,
+            version,
+            now,
+            author.value,
+            actor,
+            operation.value,
+            size,
+            digest,
+            restored_from,
+            ciphertext,
+        ),
     )
     conn.execute(
         "INSERT INTO files (workspace_id, path, current_version, deleted) VALUES (?, ?, ?, ?)"

@@ -82,7 +82,9 @@ class MemoryService:
             raise InvalidInput("A Clear writes an empty revision.")
         if clear and restored_from is not None:
             raise InvalidInput("A Clear cannot also restore a revision.")
-        operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
+        operation = (
+            Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
+        )
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version, revive=revive)

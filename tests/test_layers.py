@@ -1,0 +1,76 @@
+"""Import rules that keep the layers honest (STYLE.md, DESIGN.md "Dependency direction")."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "memframe"
+
+#: layer -> the memframe layers it may import (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "crypto": {"core"},
+    "paths": {"core"},
+    "service": {"core", "crypto", "paths"},
+    "api": {"core", "crypto", "paths", "service", "backend.save_state"},
+    "backend": {"core", "crypto", "paths", "service", "api"},
+    "assistant": {"core", "crypto", "paths", "backend", "service"},
+    "tui": {"core", "crypto", "paths", "backend", "assistant"},
+}
+FORBIDDEN_THIRD_PARTY = {"core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"}}
+
+
+def _layer(path: Path) -> str:
+    rel = path.relative_to(ROOT)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+MODULES = sorted(p for p in ROOT.rglob("*.py") if _layer(p) in ALLOWED)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_layer_imports(path: Path) -> None:
+    layer = _layer(path)
+    for name in _imports(path):
+        if name.startswith("memframe."):
+            target = name.split(".", 2)[1]
+            dotted = ".".join(name.split(".")[1:3])
+            assert target == layer or target in ALLOWED[layer] or dotted in ALLOWED[layer], (
+                f"{path.relative_to(ROOT)} ({layer}) imports {name}"
+            )
+        assert name.split(".")[0] not in FORBIDDEN_THIRD_PARTY.get(layer, set()), (
+            f"{path.relative_to(ROOT)} imports {name}"
+        )
+
+
+def test_nothing_imports_the_frame() -> None:
+    for path in ROOT.rglob("*.py"):
+        if _layer(path) in ("tui", "cli"):
+            continue
+        assert not any(n.startswith("memframe.tui") for n in _imports(path)), path
+
+
+def test_core_imports_no_io_in_a_fresh_interpreter() -> None:
+    probe = (
+        "import sys, pkgutil, importlib, memframe.core as c\n"
+        "for m in pkgutil.iter_modules(c.__path__): importlib.import_module('memframe.core.' + m.name)\n"
+        "bad = [m for m in ('sqlite3', 'httpx', 'textual', 'fastapi', 'cryptography') if m in sys.modules]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
