@@ -2,51 +2,21 @@
 
 The contract: each Assistant send waits (up to 5 s) for an in-flight Save,
 then reports the state of this client's saves. An unsaved editor draft is
-never reported: it is not saved memory. The values, from DESIGN.md:
-
-    none                  this client has no Save of its own
-    saved; version=N      its last Save was acknowledged at N
-    pending               a Save is still in flight after the wait
-    conflict; version=N   its last Save was refused; the server holds N
+never reported: it is not saved memory. The header's values are defined in
+memframe.core.memory_state.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from memframe.core.errors import VersionConflict
+from memframe.core.memory_state import MemoryState
 
 SEND_WAIT_SECONDS = 5.0
-_HEADER_RE = re.compile(r"^\s*(none|pending|saved|conflict)\s*(?:;\s*version\s*=\s*(\d+)\s*)?$")
-
-
-@dataclass(frozen=True)
-class MemoryState:
-    """One reportable state; `version` is set for saved and conflict."""
-
-    kind: str = "none"
-    version: int | None = None
-
-    def header(self) -> str:
-        return self.kind if self.version is None else f"{self.kind}; version={self.version}"
-
-    @classmethod
-    def parse(cls, value: str | None) -> MemoryState | None:
-        """Read a client's header on the server; None if absent or malformed."""
-        if value is None:
-            return None
-        match = _HEADER_RE.match(value)
-        if not match:
-            return None
-        kind, version = match.group(1), match.group(2)
-        if (kind in ("saved", "conflict")) != (version is not None):
-            return None
-        return cls(kind, None if version is None else int(version))
 
 
 class SaveState:

@@ -96,9 +96,7 @@ class Database:
 
     def schema_versions(self) -> list[tuple[int, str]]:
         with self.read() as conn:
-            return [
-                tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")
-            ]  # type: ignore[misc]
+            return [tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")]  # type: ignore[misc]
 
     # --- transactions ------------------------------------------------------------------
 

@@ -120,8 +120,7 @@ def get_current(conn: sqlite3.Connection, workspace_id: str, path: str) -> Store
 
 def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> StoredVersion:
     row = conn.execute(
-        f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions"
-        " WHERE workspace_id = ? AND path = ? AND version = ?",
+        f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
         (workspace_id, path, version),
     ).fetchone()
     if row is None:

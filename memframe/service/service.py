@@ -23,7 +23,9 @@ from memframe.core.types import (
 from memframe.crypto import plaintext_size
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
+from memframe.service.assistant import AssistantService
 from memframe.service.db import Clock, Database
+from memframe.service.keysessions import KeySessions
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 
@@ -45,6 +47,8 @@ class MemoryService:
     def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
         self.db = Database(db_path, clock=clock)
         self.accounts = Accounts(self.db)
+        self.key_sessions = KeySessions(clock)
+        self.assistant = AssistantService(self.db, self.accounts, self.key_sessions)
 
     def close(self) -> None:
         self.db.close()
@@ -82,9 +86,7 @@ class MemoryService:
             raise InvalidInput("A Clear writes an empty revision.")
         if clear and restored_from is not None:
             raise InvalidInput("A Clear cannot also restore a revision.")
-        operation = (
-            Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
-        )
+        operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version, revive=revive)

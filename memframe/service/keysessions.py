@@ -1,0 +1,111 @@
+"""KeySessions: workspace keys held only in this process's RAM.
+
+A person who enables the Assistant hands the workspace key to this store for a
+while. Nothing here is ever written anywhere: a restart, an idle eviction or an
+expiry forgets the key. An explicit revocation is different: the service writes
+a durable `key_session_revocations` row first (which the commit fence reads),
+then calls `forget`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass
+
+from memframe.core.errors import MemframeError
+from memframe.service.db import Clock
+
+DEFAULT_IDLE_SECONDS = 30 * 60
+DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
+
+
+class KeySessionUnavailable(MemframeError):
+    """The key session is closed, expired or unknown; open a new one."""
+
+    code = "key_session_unavailable"
+    status = 409
+
+
+@dataclass
+class _Session:
+    workspace_id: str
+    user_id: str
+    key: bytes
+    created_at: float
+    expires_at: float
+    last_used: float
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"<KeySession {self.workspace_id} for {self.user_id}>"
+
+
+@dataclass(frozen=True)
+class KeySessionInfo:
+    id: str
+    workspace_id: str
+    user_id: str
+    created_at: float
+    expires_at: float
+    idle_timeout: float
+
+
+class KeySessions:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        lifetime_seconds: float = DEFAULT_LIFETIME_SECONDS,
+    ) -> None:
+        self._clock = clock
+        self.idle_seconds = idle_seconds
+        self.lifetime_seconds = lifetime_seconds
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _Session] = {}
+
+    def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
+        now = self._clock()
+        session_id = "ks_" + secrets.token_urlsafe(24)
+        session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
+        with self._lock:
+            self._evict_locked(now)
+            self._sessions[session_id] = session
+        return self._info(session_id, session)
+
+    def _info(self, session_id: str, s: _Session) -> KeySessionInfo:
+        return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, self.idle_seconds)
+
+    def _evict_locked(self, now: float) -> None:
+        stale = [
+            sid for sid, s in self._sessions.items() if now >= s.expires_at or now - s.last_used >= self.idle_seconds
+        ]
+        for sid in stale:
+            del self._sessions[sid]
+
+    def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
+        """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
+        if not session_id:
+            raise KeySessionUnavailable("No key session is open for this conversation.")
+        now = self._clock()
+        with self._lock:
+            self._evict_locked(now)
+            session = self._sessions.get(session_id)
+            if session is None or session.workspace_id != workspace_id:
+                raise KeySessionUnavailable()
+            session.last_used = now
+            return session.key
+
+    def describe(self, session_id: str) -> KeySessionInfo | None:
+        with self._lock:
+            self._evict_locked(self._clock())
+            session = self._sessions.get(session_id)
+            return None if session is None else self._info(session_id, session)
+
+    def forget(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)

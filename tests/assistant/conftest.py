@@ -1,0 +1,72 @@
+"""A workspace with AI enabled, a key session, and helpers to admit turns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memframe import crypto
+from memframe.backend.local import LocalBackend
+from memframe.core.types import Mode
+from memframe.service import MemoryService
+from memframe.service.accounts import LOCAL_USER
+from memframe.service.assistant import Admission
+from tests.conftest import FakeClock
+
+
+@dataclass
+class Stage:
+    service: MemoryService
+    clock: FakeClock
+    key: bytes
+    person: LocalBackend
+    key_session: str
+    turns: int = 0
+
+    @property
+    def assistant(self):  # type: ignore[no-untyped-def]
+        return self.service.assistant
+
+    def admit(
+        self, conversation: str = "conv", *, memory_state: str | None = None, key_session: str | None = "default"
+    ) -> Admission:
+        self.turns += 1
+        return self.assistant.admit(
+            LOCAL_USER,
+            "ws",
+            conversation,
+            idempotency_key=f"send-{self.turns}",
+            key_session_id=self.key_session if key_session == "default" else key_session,
+            memory_state=memory_state,
+        )
+
+    def set_mode(self, mode: Mode) -> None:
+        policy = self.person.get_policy()
+        self.person.set_policy(mode, policy.revision)
+
+    def fence_rows(self) -> int:
+        with self.service.db.read() as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM workspace_memory_commit_fence").fetchone()[0])
+
+    def consumed(self, admission: Admission) -> bool:
+        with self.service.db.read() as conn:
+            row = conn.execute(
+                "SELECT consumed_at FROM workspace_memory_admissions WHERE id = ?", (admission.id,)
+            ).fetchone()
+        return row[0] is not None
+
+
+@pytest.fixture
+def stage(tmp_path: Path, clock: FakeClock) -> Iterator[Stage]:
+    service = MemoryService(tmp_path / "a.db", clock=clock)
+    service.accounts.add_user(LOCAL_USER)
+    service.accounts.create_workspace("ws", LOCAL_USER)
+    key = crypto.new_key()
+    person = LocalBackend(service, "ws", key)
+    service.assistant.set_ai(LOCAL_USER, "ws", True)
+    session = service.assistant.open_key_session(LOCAL_USER, "ws", key)
+    yield Stage(service, clock, key, person, session.id)
+    service.close()
