@@ -17,9 +17,9 @@ ALLOWED: dict[str, set[str]] = {
     "crypto": {"core"},
     "paths": {"core"},
     "service": {"core", "crypto", "paths"},
-    "api": {"core", "crypto", "paths", "service", "backend.save_state"},
-    "backend": {"core", "crypto", "paths", "service", "api"},
-    "assistant": {"core", "crypto", "paths", "backend", "service"},
+    "api": {"core", "crypto", "paths", "service", "assistant"},
+    "backend": {"core", "crypto", "paths", "service", "api", "assistant"},
+    "assistant": {"core", "crypto", "paths", "service"},
     "tui": {"core", "crypto", "paths", "backend", "assistant"},
 }
 FORBIDDEN_THIRD_PARTY = {"core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"}}

@@ -29,6 +29,7 @@ from memframe.core.errors import (
     Unavailable,
     VersionConflict,
 )
+from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MemoryDocument, Mode, Policy, StoredVersion, VersionInfo
 
 __all__ = [
@@ -82,6 +83,43 @@ class MemoryStore(Protocol):
     def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
         """Compare-and-set on the policy revision, or PolicyConflict."""
 
+    # --- the Assistant (a person's side of it) ----------------------------------------------
+
+    def get_ai(self) -> AIConsent:
+        """Whether workspace AI is on, and its consent revision."""
+
+    def set_ai(self, enabled: bool) -> AIConsent:
+        """Turn workspace AI on or off; a change bumps the consent revision."""
+
+    def open_key_session(self, key: bytes) -> KeySessionInfo:
+        """Hand the key to the service's RAM for a while; refused if it does not open the memory."""
+
+    def revoke_key_session(self, session_id: str) -> None:
+        """Durably revoke, then forget the key."""
+
+    def send_message(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str,
+        key_session_id: str | None,
+        memory_state: str | None,
+    ) -> TurnResult:
+        """One Assistant send: admitted before the turn runs, then answered."""
+
+    def receipts(self, conversation_id: str) -> list[Receipt]:
+        """Which revision each model call of a conversation used; never text."""
+
+    def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
+        """A conversation's stored messages, sealed."""
+
+    def proposals(self) -> list[ProposalRecord]:
+        """Pending proposals, with their edits sealed."""
+
+    def resolve_proposal(self, proposal_id: str, status: str) -> None:
+        """Mark a pending proposal applied or dismissed."""
+
     def close(self) -> None:
         """Release connections; idempotent."""
 
@@ -120,5 +158,33 @@ class Backend(Protocol):
     def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
         """Compare-and-set the mode; PolicyConflict if someone changed it first."""
 
+    # --- the Assistant ---------------------------------------------------------------------
+
+    def get_ai(self) -> AIConsent:
+        """Whether workspace AI is on."""
+
+    def set_ai(self, enabled: bool) -> AIConsent:
+        """Turn workspace AI on or off. Changing the memory mode never does this."""
+
+    def send(self, conversation_id: str, text: str, *, idempotency_key: str | None = None) -> TurnResult:
+        """Send a message to the Assistant: waits up to 5 s for an in-flight Save, reports
+        X-Memory-State (never the unsaved draft), opens a key session if none is open."""
+
+    def receipts(self, conversation_id: str) -> list[Receipt]:
+        """Which revision each answer used, or why memory was withheld."""
+
+    def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
+        """A conversation's stored messages, decrypted on this machine."""
+
+    def proposals(self) -> list[Proposal]:
+        """Pending proposals, decrypted on this machine."""
+
+    def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
+        """Apply a proposal as a normal human Save against `base_version`. Refused if it was made
+        before a Clear; an edit whose target line changed is an EditRefused (a conflict to show)."""
+
+    def dismiss_proposal(self, proposal_id: str) -> None:
+        """Drop a proposal without changing memory."""
+
     def close(self) -> None:
-        """Release resources; idempotent."""
+        """Release resources (and revoke this client's key session); idempotent."""

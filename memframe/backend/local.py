@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memframe.assistant.automation import InProcessAutomation
+from memframe.assistant.ingress import AssistantEndpoint
+from memframe.assistant.models import ModelClient, ScriptedModel
+from memframe.assistant.runtime import Runtime
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
+from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -18,13 +23,20 @@ class LocalStore:
     """MemoryStore over a MemoryService in this process."""
 
     def __init__(
-        self, service: MemoryService, workspace_id: str, user: str = LOCAL_USER, *, owns_service: bool = False
+        self,
+        service: MemoryService,
+        workspace_id: str,
+        user: str = LOCAL_USER,
+        *,
+        owns_service: bool = False,
+        model: ModelClient | None = None,
     ) -> None:
         self.service = service
         self.workspace_id = workspace_id
         self.user = user
         self.location = str(service.db.path)
         self._owns_service = owns_service
+        self.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
 
     def get_file(self, path: str) -> StoredVersion | None:
         return self.service.get_file(self.user, self.workspace_id, path)
@@ -62,6 +74,51 @@ class LocalStore:
     def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
         return self.service.set_policy(self.user, self.workspace_id, mode, expected_revision)
 
+    # --- the Assistant ----------------------------------------------------------------------
+
+    def get_ai(self) -> AIConsent:
+        return self.service.assistant.ai_consent(self.user, self.workspace_id)
+
+    def set_ai(self, enabled: bool) -> AIConsent:
+        return self.service.assistant.set_ai(self.user, self.workspace_id, enabled)
+
+    def open_key_session(self, key: bytes) -> KeySessionInfo:
+        return self.service.assistant.open_key_session(self.user, self.workspace_id, key)
+
+    def revoke_key_session(self, session_id: str) -> None:
+        self.service.assistant.revoke_key_session(self.user, session_id)
+
+    def send_message(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str,
+        key_session_id: str | None,
+        memory_state: str | None,
+    ) -> TurnResult:
+        return self.endpoint.send(
+            self.user,
+            self.workspace_id,
+            conversation_id,
+            text,
+            idempotency_key=idempotency_key,
+            key_session_id=key_session_id,
+            memory_state=memory_state,
+        )
+
+    def receipts(self, conversation_id: str) -> list[Receipt]:
+        return self.service.assistant.receipts(self.user, conversation_id)
+
+    def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
+        return self.service.assistant.transcript(self.user, conversation_id)
+
+    def proposals(self) -> list[ProposalRecord]:
+        return self.service.assistant.proposals(self.user, self.workspace_id)
+
+    def resolve_proposal(self, proposal_id: str, status: str) -> None:
+        self.service.assistant.resolve_proposal(self.user, self.workspace_id, proposal_id, status)
+
     def close(self) -> None:
         if self._owns_service:
             self.service.close()
@@ -78,7 +135,9 @@ class LocalBackend(SealedBackend):
         *,
         user: str = LOCAL_USER,
         save_state: SaveState | None = None,
+        model: ModelClient | None = None,
     ) -> None:
         owns = not isinstance(service, MemoryService)
         svc = MemoryService(service) if owns else service  # type: ignore[arg-type]
-        super().__init__(LocalStore(svc, workspace_id, user, owns_service=owns), key, save_state=save_state)  # type: ignore[arg-type]
+        store = LocalStore(svc, workspace_id, user, owns_service=owns, model=model)  # type: ignore[arg-type]
+        super().__init__(store, key, save_state=save_state)

@@ -6,9 +6,16 @@ is used, so local and remote cannot drift apart in what they store.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import secrets
+
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
-from memframe.core.errors import NotFound
+from memframe.core.edits import apply_memory_changes, parse_changes
+from memframe.core.errors import CaptureRefused, MemframeError, NotFound, VersionConflict
+from memframe.core.paths import proposal_path, transcript_path
+from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
 from memframe.crypto import open_sealed, seal
 
@@ -19,6 +26,7 @@ class SealedBackend:
     def __init__(self, store: MemoryStore, key: bytes, *, save_state: SaveState | None = None) -> None:
         self.store = store
         self._key = key
+        self._key_session: str | None = None
         self.save_state = save_state or SaveState()
 
     @property
@@ -85,5 +93,79 @@ class SealedBackend:
     def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
         return self.store.set_policy(mode, expected_revision)
 
+    # --- the Assistant ----------------------------------------------------------------------
+
+    def get_ai(self) -> AIConsent:
+        return self.store.get_ai()
+
+    def set_ai(self, enabled: bool) -> AIConsent:
+        return self.store.set_ai(enabled)
+
+    def key_session(self) -> str:
+        """This client's key session, opened on first use and reused until closed."""
+        if self._key_session is None:
+            self._key_session = self.store.open_key_session(self._key).id
+        return self._key_session
+
+    def close_key_session(self) -> None:
+        session, self._key_session = self._key_session, None
+        if session is not None:
+            self.store.revoke_key_session(session)
+
+    def send(self, conversation_id: str, text: str, *, idempotency_key: str | None = None) -> TurnResult:
+        state = self.save_state.for_send()  # waits up to 5 s for an in-flight Save
+        return self.store.send_message(
+            conversation_id,
+            text,
+            idempotency_key=idempotency_key or secrets.token_hex(8),
+            key_session_id=self.key_session(),
+            memory_state=state.header(),
+        )
+
+    def receipts(self, conversation_id: str) -> list[Receipt]:
+        return self.store.receipts(conversation_id)
+
+    def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
+        path = transcript_path(conversation_id)
+        return [
+            (role, open_sealed(self._key, blob, workspace_id=self.workspace_id, path=path))
+            for role, blob in self.store.transcript(conversation_id)
+        ]
+
+    def proposals(self) -> list[Proposal]:
+        return [self._open_proposal(record) for record in self.store.proposals()]
+
+    def _open_proposal(self, record: ProposalRecord) -> Proposal:
+        raw = open_sealed(self._key, record.sealed_edits, workspace_id=self.workspace_id, path=proposal_path(record.id))
+        return Proposal(
+            record.id,
+            record.base_version,
+            record.clear_generation,
+            record.reason,
+            tuple(parse_changes(json.loads(raw))),
+            record.created_at,
+        )
+
+    def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
+        proposal = next((p for p in self.proposals() if p.id == proposal_id), None)
+        if proposal is None:
+            raise NotFound("No such pending proposal.")
+        if proposal.clear_generation != self.get_policy().clear_generation:
+            raise CaptureRefused(
+                "This proposal was made before the memory was cleared, so it cannot be applied; dismiss it."
+            )
+        current = self.load()
+        if current.version != base_version:
+            raise VersionConflict(current.version)
+        info = self.save(apply_memory_changes(current.text, list(proposal.changes)), base_version)
+        self.store.resolve_proposal(proposal_id, "applied")
+        return info
+
+    def dismiss_proposal(self, proposal_id: str) -> None:
+        self.store.resolve_proposal(proposal_id, "dismissed")
+
     def close(self) -> None:
+        # Already gone (expired, revoked, or the server is down): nothing is left to forget.
+        with contextlib.suppress(MemframeError):
+            self.close_key_session()
         self.store.close()

@@ -28,6 +28,8 @@ from memframe.core.errors import (
     VersionConflict,
 )
 from memframe.core.memory_state import MemoryState
+from memframe.core.paths import proposal_path, transcript_path
+from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt
 from memframe.core.types import (
     MEMORY_PATH,
     MEMORY_RECALL_MAX_BYTES,
@@ -41,17 +43,11 @@ from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Database
 from memframe.service.fence import FENCE_INSERT, failed_predicates
-from memframe.service.keysessions import KeySessionInfo, KeySessions, KeySessionUnavailable
+from memframe.service.keysessions import KeySessions, KeySessionUnavailable
 from memframe.service.policy import read_policy
 
 ADMISSION_SECONDS = 15 * 60
 CREDENTIAL_PREFIX = "cred_"
-
-
-@dataclass(frozen=True)
-class AIConsent:
-    enabled: bool = False
-    revision: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,34 +84,12 @@ class RecallResult:
 
 
 @dataclass(frozen=True)
-class Receipt:
-    admission_id: str
-    call_index: int
-    status: RecallStatus
-    revision: int | None
-    created_at: float
-
-
-@dataclass(frozen=True)
 class CaptureReceipt:
     """A committed automatic change: the exact version and whether this was a replay."""
 
     admission_id: str
     version: VersionInfo
     replayed: bool = False
-
-
-@dataclass(frozen=True)
-class ProposalRecord:
-    id: str
-    workspace_id: str
-    admission_id: str
-    base_version: int
-    clear_generation: int
-    reason: str
-    sealed_edits: bytes
-    status: str
-    created_at: float
 
 
 def parse_credential(credential: str | None) -> tuple[str, str]:
@@ -126,15 +100,6 @@ def parse_credential(credential: str | None) -> tuple[str, str]:
     if not admission_id or not nonce:
         raise Unauthorized("The delivery credential is not valid.")
     return admission_id, nonce
-
-
-def proposal_path(proposal_id: str) -> str:
-    """Associated data for a proposal's sealed edits: bound to the proposal, not the memory."""
-    return f"{MEMORY_PATH}#proposal/{proposal_id}"
-
-
-def transcript_path(conversation_id: str) -> str:
-    return f"conversations/{conversation_id}"
 
 
 _ADMISSION_COLUMNS = (

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from memframe.core.errors import MemframeError
+from memframe.core.turns import KeySessionInfo
 from memframe.service.db import Clock
 
 DEFAULT_IDLE_SECONDS = 30 * 60
@@ -38,16 +39,6 @@ class _Session:
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
-
-
-@dataclass(frozen=True)
-class KeySessionInfo:
-    id: str
-    workspace_id: str
-    user_id: str
-    created_at: float
-    expires_at: float
-    idle_timeout: float
 
 
 class KeySessions:

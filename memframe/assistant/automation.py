@@ -1,0 +1,123 @@
+"""What the runtime may ask of the service, through the delivery credential only.
+
+The runtime holds no key and no person's token: each call presents the turn's
+delivery credential (and, for writes, the key session the turn was admitted
+with). `InProcessAutomation` calls the service directly; the HTTP client for a
+remote service speaks the `/api/v1/automation/...` routes with the same shapes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Protocol
+
+from memframe.core.edits import MemoryChange
+from memframe.service import MemoryService
+from memframe.service.assistant import CaptureReceipt, ProposalRecord, RecallResult
+
+
+class Automation(Protocol):
+    def recall(self, workspace_id: str, credential: str) -> RecallResult:
+        """The memory the next model call may see, judged now; records a receipt."""
+        ...
+
+    def commit_memory(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        key_session_id: str | None,
+        idempotency_key: str,
+        changes: Sequence[MemoryChange],
+        expected_version: int,
+    ) -> CaptureReceipt:
+        """The only automatic writer: commits behind the fence or raises, writing nothing."""
+        ...
+
+    def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
+        """The current version and text, to turn a refused capture into a proposal against it."""
+        ...
+
+    def propose(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        changes: Sequence[MemoryChange],
+        base_version: int,
+        reason: str,
+    ) -> ProposalRecord:
+        """A change for a person to review; never applied automatically."""
+        ...
+
+    def append_transcript(self, workspace_id: str, credential: str, role: str, content: str) -> None:
+        """Store a person's message or a final answer (sealed); never a recall block."""
+        ...
+
+    def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
+        """Earlier messages of this conversation, for the next turn's context."""
+        ...
+
+
+class InProcessAutomation:
+    """The automation routes' logic, called directly: the local backend and the server use it."""
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+        #: Requests by route, so tests can prove a refusal made no request.
+        self.calls: Counter[str] = Counter()
+
+    @property
+    def requests(self) -> int:
+        return sum(self.calls.values())
+
+    def recall(self, workspace_id: str, credential: str) -> RecallResult:
+        self.calls["recall"] += 1
+        return self.service.assistant.recall(workspace_id, credential)
+
+    def commit_memory(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        key_session_id: str | None,
+        idempotency_key: str,
+        changes: Sequence[MemoryChange],
+        expected_version: int,
+    ) -> CaptureReceipt:
+        self.calls["commit_memory"] += 1
+        return self.service.assistant.commit_capture(
+            workspace_id,
+            credential,
+            idempotency_key=idempotency_key,
+            key_session_id=key_session_id,
+            changes=changes,
+            expected_version=expected_version,
+        )
+
+    def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
+        self.calls["current_memory"] += 1
+        return self.service.assistant.current_memory(workspace_id, credential)
+
+    def propose(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        changes: Sequence[MemoryChange],
+        base_version: int,
+        reason: str,
+    ) -> ProposalRecord:
+        self.calls["propose"] += 1
+        return self.service.assistant.propose(
+            workspace_id, credential, changes=changes, base_version=base_version, reason=reason
+        )
+
+    def append_transcript(self, workspace_id: str, credential: str, role: str, content: str) -> None:
+        self.calls["append_transcript"] += 1
+        self.service.assistant.append_transcript(workspace_id, credential, role, content)
+
+    def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
+        self.calls["conversation_history"] += 1
+        return self.service.assistant.conversation_history(workspace_id, credential)

@@ -1,0 +1,105 @@
+"""The Assistant's records as plain values, shared by the service, both backends and the frame.
+
+None of these carries memory text except a decrypted `Proposal`, which only a
+client holding the workspace key can build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memframe.core.edits import MemoryChange
+from memframe.core.types import RecallStatus
+
+
+@dataclass(frozen=True)
+class AIConsent:
+    """Workspace AI: off until a person turns it on; each change bumps the revision."""
+
+    enabled: bool = False
+    revision: int = 0
+
+
+@dataclass(frozen=True)
+class KeySessionInfo:
+    id: str
+    workspace_id: str
+    user_id: str
+    created_at: float
+    expires_at: float
+    idle_timeout: float
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """Which revision one model call used, or why memory was withheld: ids and versions only."""
+
+    admission_id: str
+    call_index: int
+    status: RecallStatus
+    revision: int | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ProposalRecord:
+    """A proposal as the server stores it: the edits are sealed with the workspace key."""
+
+    id: str
+    workspace_id: str
+    admission_id: str
+    base_version: int
+    clear_generation: int
+    reason: str
+    sealed_edits: bytes
+    status: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A proposal opened on the client: the exact edits the Assistant suggested."""
+
+    id: str
+    base_version: int
+    clear_generation: int
+    reason: str
+    changes: tuple[MemoryChange, ...]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call's recall: the receipt shown beside the answer."""
+
+    call_index: int
+    status: RecallStatus
+    revision: int | None
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What a tool call did, for the person (the UI) and the model (`message`)."""
+
+    tool: str
+    kind: str  # remembered | proposed | off | refused | error | ok
+    message: str
+    version: int | None = None
+    proposal_id: str | None = None
+
+    @property
+    def committed(self) -> bool:
+        """Only a committed receipt may be shown as "Remembered"."""
+        return self.kind == "remembered"
+
+
+@dataclass
+class TurnResult:
+    answer: str
+    admission_id: str
+    calls: list[CallRecord] = field(default_factory=list)
+    outcomes: list[ToolOutcome] = field(default_factory=list)
+
+    @property
+    def remembered(self) -> bool:
+        return any(o.committed for o in self.outcomes)
