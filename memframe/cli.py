@@ -160,10 +160,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if doc.deleted:
         state += " (deleted)"
     _out(f"{state} · {_size_line(doc.size)}")
-    _out(
-        f"mode {policy.mode.label} (policy revision {policy.revision}, "
-        f"clear generation {policy.clear_generation})"
-    )
+    _out(f"mode {policy.mode.label} (policy revision {policy.revision}, clear generation {policy.clear_generation})")
     _out("─" * 40)
     if doc.text:
         sys.stdout.write(doc.text if doc.text.endswith("\n") else doc.text + "\n")
@@ -197,10 +194,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     _out(f"{'version':>7}  {'time':19}  {'author':9}  {'by':12}  {'operation':9}  {'size':>7}")
     for r in rows:
         op = r.operation.value + (f" of {r.restored_from}" if r.restored_from else "")
-        _out(
-            f"{r.version:>7}  {_when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  "
-            f"{op:9}  {r.size:>7}"
-        )
+        _out(f"{r.version:>7}  {_when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  {op:9}  {r.size:>7}")
     return 0
 
 
@@ -211,9 +205,7 @@ def _history_patch(backend: SealedBackend, limit: int) -> int:
     for r in rows:
         texts[r.version] = backend.read_revision(r.version)
     for r in rows:
-        _out(
-            f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}"
-        )
+        _out(f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}")
         before = texts.get(r.version - 1)
         if before is None and r.version > 1:
             before = backend.read_revision(r.version - 1)
@@ -307,6 +299,112 @@ def _read_bytes(source: str) -> bytes:
         raise InvalidInput(f"Cannot read {source}: {exc.strerror}.") from None
 
 
+def cmd_ai(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        consent = backend.get_ai() if args.state is None else backend.set_ai(args.state == "on")
+    finally:
+        backend.close()
+    state = "on" if consent.enabled else "off"
+    _out(f"Workspace AI is {state} (consent revision {consent.revision}).")
+    if consent.enabled:
+        _out("The Assistant reads memory only as the mode allows; see 'memframe mode'.")
+    return 0
+
+
+def _model(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    if not args.model_url:
+        return None
+    from memframe.assistant.models import OpenAIChatModel
+
+    return OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    import secrets
+
+    from memframe.backend.workspaces import open_backend
+
+    backend = open_backend(args.workspace, remote_url=args.remote, token=args.token, prompt=_prompt, model=_model(args))
+    conversation = args.conversation or f"c-{secrets.token_hex(4)}"
+    try:
+        if args.message is not None:
+            _print_turn(backend.send(conversation, args.message))
+            return 0
+        _out(f"Conversation {conversation} with the Assistant of {backend.workspace_id!r}. Empty line or ctrl-d ends.")
+        while True:
+            try:
+                line = input("you › ")
+            except EOFError:
+                _out()
+                break
+            if not line.strip():
+                break
+            _print_turn(backend.send(conversation, line))
+        _out(f"See what each answer used: memframe receipts --conversation {conversation}")
+        return 0
+    finally:
+        backend.close()
+
+
+def _print_turn(result) -> None:  # type: ignore[no-untyped-def]
+    from memframe.core.recall import withheld_reason
+
+    _out(f"assistant › {result.answer}")
+    for call in result.calls:
+        if call.status.value == "provided":
+            _out(f"  memory: revision {call.revision} was provided to call {call.call_index + 1}")
+        elif call.status.withheld:
+            _out(f"  memory: not provided to call {call.call_index + 1} because {withheld_reason(call.status)}")
+        else:
+            _out(f"  memory: nothing added to call {call.call_index + 1} ({call.status.value})")
+    for outcome in result.outcomes:
+        _out(f"  {outcome.message}")
+
+
+def cmd_receipts(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        rows = backend.receipts(args.conversation)
+    finally:
+        backend.close()
+    if not rows:
+        _out("No model calls in this conversation yet.")
+        return 0
+    _out(f"{'time':19}  {'admission':28}  {'call':>4}  {'status':11}  {'revision':>8}")
+    for r in rows:
+        revision = "-" if r.revision is None else str(r.revision)
+        _out(f"{_when(r.created_at)}  {r.admission_id:28}  {r.call_index + 1:>4}  {r.status.value:11}  {revision:>8}")
+    return 0
+
+
+def cmd_proposals(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        if args.apply:
+            info = backend.apply_proposal(args.apply, backend.load().version)
+            _out(f"Applied {args.apply} as version {info.version}.")
+            return 0
+        if args.dismiss:
+            backend.dismiss_proposal(args.dismiss)
+            _out(f"Dismissed {args.dismiss}; memory was not changed.")
+            return 0
+        proposals = backend.proposals()
+        generation = backend.get_policy().clear_generation
+    finally:
+        backend.close()
+    if not proposals:
+        _out("No pending proposals.")
+    for p in proposals:
+        note = " — made before a Clear: can only be dismissed" if p.clear_generation != generation else ""
+        _out(f"{p.id} · {_when(p.created_at)} · against version {p.base_version} · {p.reason}{note}")
+        for c in p.changes:
+            target = f" under {c.heading}" if c.heading else ""
+            detail = f"{c.line} => {c.new_line}" if c.op == "replace" else c.line
+            _out(f"    {c.op}{target}: {detail}")
+    return 0
+
+
 def cmd_frame(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import init_local_workspace, local_workspace_exists
 
@@ -364,6 +462,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("key_command", choices=["export", "import"])
     p.add_argument("file", metavar="FILE")
     p.add_argument("--force", action="store_true", help="import over an existing key")
+
+    p = add("ai", cmd_ai, "show or switch workspace AI: on or off")
+    p.add_argument("state", nargs="?", choices=["on", "off"])
+    p = add("chat", cmd_chat, "talk to the Assistant (memory recalled before every model call)")
+    p.add_argument("-m", "--message", help="send one message, print the answer, and exit")
+    p.add_argument("--conversation", "-c", help="continue this conversation (default: a new one)")
+    p.add_argument(
+        "--model-url",
+        help="an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1 "
+        "(default: the built-in scripted model, which quotes the memory it was given)",
+    )
+    p.add_argument("--model", default="default", help="the model name to ask the server for")
+    p = add("receipts", cmd_receipts, "which revision each model call used, or why memory was withheld")
+    p.add_argument("--conversation", "-c", required=True)
+    p = add("proposals", cmd_proposals, "list, apply or dismiss the Assistant's proposed changes")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--apply", metavar="ID", help="apply as your own Save against the current version")
+    group.add_argument("--dismiss", metavar="ID")
 
     try:  # the server's commands (serve, admin) register themselves when present
         cli_server = importlib.import_module("memframe.cli_server")

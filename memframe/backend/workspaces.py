@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memframe import crypto, paths
 from memframe.backend.sealed import SealedBackend
+
+if TYPE_CHECKING:
+    from memframe.assistant.models import ModelClient
 from memframe.core.errors import InvalidInput, KeyFileError, NotFound
 
 PassphrasePrompt = Callable[[str], str]
@@ -43,9 +47,7 @@ def write_key(
     return target
 
 
-def load_key(
-    workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None
-) -> bytes:
+def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None) -> bytes:
     """The workspace key from its key file; a passphrase comes from the env or a prompt."""
     source = paths.key_file(workspace_id, remote_url)
     try:
@@ -63,9 +65,7 @@ def load_key(
     return crypto.decode_key_file(raw, passphrase, source=f"key file {source}")
 
 
-def init_local_workspace(
-    workspace_id: str, *, passphrase: str | None = None, db_path: Path | None = None
-) -> Path:
+def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db_path: Path | None = None) -> Path:
     """Create a workspace in the embedded database and its key; returns the key file path."""
     from memframe.service import MemoryService
     from memframe.service.accounts import LOCAL_USER
@@ -73,8 +73,7 @@ def init_local_workspace(
     paths.check_workspace_id(workspace_id)
     if paths.key_file(workspace_id).exists():
         raise InvalidInput(
-            f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; "
-            "nothing was changed."
+            f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; nothing was changed."
         )
     service = MemoryService(db_path or paths.local_database())
     try:
@@ -105,9 +104,15 @@ def open_backend(
     token: str | None = None,
     prompt: PassphrasePrompt | None = None,
     db_path: Path | None = None,
+    model: ModelClient | None = None,
 ) -> SealedBackend:
-    """The backend for a workspace: remote when a URL is given, else the local embedded one."""
+    """The backend for a workspace: remote when a URL is given, else the local embedded one.
+
+    `model` is the Assistant's model for a local workspace; a server chooses its own.
+    """
     paths.check_workspace_id(workspace_id)
+    if remote_url and model is not None:
+        raise InvalidInput("A server runs the Assistant with its own model: start 'memframe serve --model-url'.")
     if remote_url:
         from memframe.backend.remote import RemoteBackend
 
@@ -118,8 +123,7 @@ def open_backend(
     db = db_path or paths.local_database()
     if not local_workspace_exists(workspace_id, db):
         raise NotFound(
-            f"There is no local workspace {workspace_id!r}; "
-            f"create it with 'memframe init --workspace {workspace_id}'."
+            f"There is no local workspace {workspace_id!r}; create it with 'memframe init --workspace {workspace_id}'."
         )
     key = load_key(workspace_id, prompt=prompt)
-    return LocalBackend(db, workspace_id, key)
+    return LocalBackend(db, workspace_id, key, model=model)
