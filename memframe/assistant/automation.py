@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from memframe.core.edits import MemoryChange
+from memframe.core.turns import CaptureReceipt, ProposalRecord, RecallResult
 from memframe.service import MemoryService
-from memframe.service.assistant import CaptureReceipt, ProposalRecord, RecallResult
 
 
 class Automation(Protocol):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from memframe.backend.save_state import SaveState
 from memframe.core.errors import (
     DecryptionFailed,
     DocumentDeleted,
@@ -52,9 +53,13 @@ __all__ = [
 class MemoryStore(Protocol):
     """Ciphertext-level access to one workspace, for one authenticated person."""
 
-    workspace_id: str
-    #: Where the versions live, for people: a file path or a URL.
-    location: str
+    @property
+    def workspace_id(self) -> str:
+        """The workspace this store is bound to."""
+
+    @property
+    def location(self) -> str:
+        """Where the versions live, for people: a file path or a URL."""
 
     def get_file(self, path: str) -> StoredVersion | None:
         """The head version (a tombstone if deleted), or None if never created."""
@@ -128,8 +133,17 @@ class MemoryStore(Protocol):
 class Backend(Protocol):
     """What the Memory frame and the CLI use: the workspace's memory, in plaintext."""
 
-    workspace_id: str
-    location: str
+    @property
+    def workspace_id(self) -> str:
+        """The workspace this backend is bound to."""
+
+    @property
+    def location(self) -> str:
+        """Where the memory lives, for people: a file path or a URL."""
+
+    @property
+    def save_state(self) -> SaveState:
+        """This client's own Saves, which X-Memory-State reports."""
 
     def load(self) -> MemoryDocument:
         """The current text and the exact version it belongs to (0: never created)."""

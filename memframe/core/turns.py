@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from memframe.core.edits import MemoryChange
-from memframe.core.types import RecallStatus
+from memframe.core.types import RecallStatus, VersionInfo
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,21 @@ class TurnResult:
     @property
     def remembered(self) -> bool:
         return any(o.committed for o in self.outcomes)
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What one model call may see: the text only when the status is PROVIDED."""
+
+    status: RecallStatus
+    revision: int | None
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class CaptureReceipt:
+    """A committed automatic change: the exact version, and whether this answer is a replay."""
+
+    admission_id: str
+    version: VersionInfo
+    replayed: bool = False

@@ -176,4 +176,4 @@ def require_member(conn: sqlite3.Connection, user_id: str, workspace_id: str) ->
         "SELECT 1 FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, user_id)
     ).fetchone()
     if row is None:
-        raise NotFound("No such workspace.")
+        raise NotFound("No such workspace, or you are not a member of it.")

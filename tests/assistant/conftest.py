@@ -13,7 +13,7 @@ from memframe.backend.local import LocalBackend
 from memframe.core.types import Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.assistant import Admission
+from memframe.service.admissions import Admission
 from tests.conftest import FakeClock
 
 

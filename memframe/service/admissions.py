@@ -1,0 +1,101 @@
+"""Admissions and delivery credentials: the authority a turn was admitted under.
+
+Ingress freezes the mode, policy revision, Clear generation, consent revision
+and key session of a send in one row, and writes a fresh nonce into the
+conversation's credential slot in the same transaction. Every automation call
+presents the resulting credential; the model never sees or supplies it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memframe.core.errors import Unauthorized
+from memframe.core.turns import AIConsent
+from memframe.core.types import Mode
+from memframe.service.accounts import Accounts
+from memframe.service.db import Database
+from memframe.service.keysessions import KeySessions
+
+ADMISSION_SECONDS = 15 * 60
+CREDENTIAL_PREFIX = "cred_"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The authority one Assistant send was admitted under, frozen at ingress."""
+
+    id: str
+    conversation_id: str
+    workspace_id: str
+    user_id: str
+    mode: Mode
+    policy_revision: int
+    clear_generation: int
+    ai_consent_revision: int
+    key_session_id: str | None
+    client_memory_state: str | None
+    credential_nonce: str
+    created_at: float
+    expires_at: float
+
+    @property
+    def credential(self) -> str:
+        """The delivery credential the runtime presents to the automation routes."""
+        return f"{CREDENTIAL_PREFIX}{self.id}.{self.credential_nonce}"
+
+
+def parse_credential(credential: str | None) -> tuple[str, str]:
+    """(admission id, nonce) from a presented credential; anything else is Unauthorized."""
+    if not credential or not credential.startswith(CREDENTIAL_PREFIX) or "." not in credential:
+        raise Unauthorized("A delivery credential is required.")
+    admission_id, _, nonce = credential[len(CREDENTIAL_PREFIX) :].partition(".")
+    if not admission_id or not nonce:
+        raise Unauthorized("The delivery credential is not valid.")
+    return admission_id, nonce
+
+
+ADMISSION_COLUMNS = (
+    "id, conversation_id, workspace_id, user_id, mode, policy_revision, clear_generation,"
+    " ai_consent_revision, key_session_id, client_memory_state, credential_nonce, created_at, expires_at"
+)
+
+
+def admission_from_row(row: Sequence[Any]) -> Admission:
+    values = list(row)
+    values[4] = Mode(values[4])
+    return Admission(*values)  # type: ignore[arg-type]
+
+
+def read_consent(conn: sqlite3.Connection, workspace_id: str) -> AIConsent:
+    row = conn.execute(
+        "SELECT enabled, consent_revision FROM workspace_ai_consent WHERE workspace_id = ?", (workspace_id,)
+    ).fetchone()
+    return AIConsent() if row is None else AIConsent(bool(row[0]), int(row[1]))
+
+
+class AssistantBase:
+    """What every part of the Assistant service shares: storage, key sessions, credentials."""
+
+    def __init__(self, db: Database, accounts: Accounts, key_sessions: KeySessions) -> None:
+        self.db = db
+        self.accounts = accounts
+        self.key_sessions = key_sessions
+        #: Test seam: runs after the key session is revalidated, immediately before the batch.
+        self.before_fence_batch: Callable[[], None] | None = None
+
+    def _admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
+        admission_id, nonce = parse_credential(credential)
+        row = conn.execute(
+            f"SELECT {ADMISSION_COLUMNS} FROM workspace_memory_admissions WHERE id = ?", (admission_id,)
+        ).fetchone()
+        if row is None:
+            raise Unauthorized("The delivery credential is not valid.")
+        admission = admission_from_row(row)
+        if not secrets.compare_digest(admission.credential_nonce, nonce) or admission.workspace_id != workspace_id:
+            raise Unauthorized("The delivery credential is not valid.")
+        return admission

@@ -1,0 +1,229 @@
+"""Automatic capture and proposals: the only automatic writer, behind the commit fence.
+
+Scope, idempotency and key-session checks come first; then one transaction
+writes the version (expected version, no tombstone revival), inserts the fence
+row whose CHECK judges the admission, and marks the admission committed. A
+change that may not be written becomes a proposal a person reviews.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import sqlite3
+from collections.abc import Sequence
+
+from memframe import crypto
+from memframe.core.edits import MemoryChange, apply_memory_changes
+from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, VersionConflict
+from memframe.core.paths import proposal_path
+from memframe.core.turns import CaptureReceipt, ProposalRecord
+from memframe.core.types import MEMORY_PATH, Author, Mode, Operation
+from memframe.service import files
+from memframe.service.accounts import require_member
+from memframe.service.admissions import Admission, AssistantBase
+from memframe.service.fence import FENCE_INSERT, failed_predicates
+
+
+class CaptureMixin(AssistantBase):
+    def commit_capture(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        idempotency_key: str,
+        key_session_id: str | None,
+        changes: Sequence[MemoryChange],
+        expected_version: int,
+    ) -> CaptureReceipt:
+        """The only automatic writer. Scope, idempotency and key-session checks first; then
+        one transaction: the version (expected version, no tombstone revival), the fence row
+        whose CHECK judges the admission, and the admission marked committed."""
+        request_hash = _request_hash(changes, expected_version)
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+            if idempotency_key != f"memory:{admission.id}":
+                raise InvalidInput("The Idempotency-Key must be memory:<admissionId> of this turn.")
+            replay = self._replay(conn, admission, request_hash)
+            if replay is not None:
+                return replay
+        key = self.key_sessions.resolve(key_session_id, workspace_id)
+        base_text = self._text_at(key, workspace_id, expected_version)
+        new_text = apply_memory_changes(base_text, list(changes))
+        blob = crypto.seal(key, new_text, workspace_id=workspace_id, path=MEMORY_PATH)
+        # Revalidate the key session immediately before the batch: the durable revocation
+        # row is read by the predicate itself; this catches an eviction since resolution.
+        self.key_sessions.resolve(key_session_id, workspace_id)
+        if self.before_fence_batch is not None:
+            self.before_fence_batch()
+        now = self.db.clock()
+        params = {
+            "admission_id": admission.id,
+            "ws": workspace_id,
+            "now": now,
+            "nonce": admission.credential_nonce,
+            "key_session": key_session_id,
+        }
+        try:
+            with self.db.write() as conn:
+                version = files.check_base(conn, workspace_id, MEMORY_PATH, expected_version)
+                info = files.insert_version(
+                    conn,
+                    workspace_id=workspace_id,
+                    path=MEMORY_PATH,
+                    version=version,
+                    now=now,
+                    author=Author.ASSISTANT,
+                    actor="assistant",
+                    operation=Operation.CAPTURE,
+                    ciphertext=blob,
+                )
+                conn.execute(FENCE_INSERT, {**params, "version": version})
+                if conn.execute(
+                    "SELECT ok FROM workspace_memory_commit_fence WHERE admission_id = ? AND version = ?",
+                    (admission.id, version),
+                ).fetchone() != (1,):
+                    raise sqlite3.IntegrityError("fence row missing")
+                marked = conn.execute(
+                    "UPDATE workspace_memory_admissions SET consumed_at = ?, committed_version = ?,"
+                    " commit_request_hash = ? WHERE id = ? AND consumed_at IS NULL",
+                    (now, version, request_hash, admission.id),
+                )
+                if marked.rowcount != 1:
+                    raise sqlite3.IntegrityError("admission already consumed")
+        except sqlite3.IntegrityError:
+            with self.db.read() as conn:
+                reasons = failed_predicates(conn, params) or ["the fence did not hold"]
+            raise FenceRefused(
+                "Memory was not changed: " + "; ".join(f"not true that {r}" for r in reasons) + ".",
+                reasons=reasons,
+            ) from None
+        return CaptureReceipt(admission.id, info)
+
+    def _replay(self, conn: sqlite3.Connection, a: Admission, request_hash: str) -> CaptureReceipt | None:
+        row = conn.execute(
+            "SELECT committed_version, commit_request_hash FROM workspace_memory_admissions WHERE id = ?",
+            (a.id,),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return None
+        if row[1] != request_hash:
+            raise CaptureRefused("This turn has already changed memory once; a further change needs a new message.")
+        version = files.get_version(conn, a.workspace_id, MEMORY_PATH, int(row[0]))
+        return CaptureReceipt(a.id, version.info, replayed=True)
+
+    def _text_at(self, key: bytes, workspace_id: str, version: int) -> str:
+        if version == 0:
+            return ""
+        with self.db.read() as conn:
+            try:
+                stored = files.get_version(conn, workspace_id, MEMORY_PATH, version)
+            except NotFound:
+                raise VersionConflict(files.current_state(conn, workspace_id, MEMORY_PATH)[0]) from None
+        if stored.ciphertext is None:
+            raise CaptureRefused("The memory was deleted; nothing was written.")
+        return crypto.open_sealed(key, stored.ciphertext, workspace_id=workspace_id, path=MEMORY_PATH)
+
+    def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
+        """The current version and text, for turning a refused capture into a proposal against it."""
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+            version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
+        key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+        return version, self._text_at(key, workspace_id, version)
+
+    # --- proposals -------------------------------------------------------------------------
+
+    def propose(
+        self,
+        workspace_id: str,
+        credential: str,
+        *,
+        changes: Sequence[MemoryChange],
+        base_version: int,
+        reason: str,
+    ) -> ProposalRecord:
+        """A reviewable change for a person: sealed, tagged with the generation it was made under."""
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+        if admission.mode is Mode.OFF:
+            raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
+        key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+        proposal_id = "prop_" + secrets.token_hex(8)
+        sealed = crypto.seal(key, _edits_json(changes), workspace_id=workspace_id, path=proposal_path(proposal_id))
+        now = self.db.clock()
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO workspace_memory_proposals (id, workspace_id, admission_id, base_version,"
+                " clear_generation, reason, sealed_edits, status, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (
+                    proposal_id,
+                    workspace_id,
+                    admission.id,
+                    base_version,
+                    admission.clear_generation,
+                    reason,
+                    sealed,
+                    now,
+                ),
+            )
+        return ProposalRecord(
+            proposal_id,
+            workspace_id,
+            admission.id,
+            base_version,
+            admission.clear_generation,
+            reason,
+            sealed,
+            "pending",
+            now,
+        )
+
+    def proposals(self, user: str, workspace_id: str, *, status: str = "pending") -> list[ProposalRecord]:
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return [
+                ProposalRecord(*row)
+                for row in conn.execute(
+                    "SELECT id, workspace_id, admission_id, base_version, clear_generation, reason,"
+                    " sealed_edits, status, created_at FROM workspace_memory_proposals"
+                    " WHERE workspace_id = ? AND status = ? ORDER BY created_at, id",
+                    (workspace_id, status),
+                )
+            ]
+
+    def resolve_proposal(self, user: str, workspace_id: str, proposal_id: str, status: str) -> None:
+        """A person marks a proposal applied (after their own Save) or dismissed."""
+        if status not in ("applied", "dismissed"):
+            raise InvalidInput("A proposal is resolved as applied or dismissed.")
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            cur = conn.execute(
+                "UPDATE workspace_memory_proposals SET status = ?, resolved_at = ?"
+                " WHERE id = ? AND workspace_id = ? AND status = 'pending'",
+                (status, self.db.clock(), proposal_id, workspace_id),
+            )
+            if cur.rowcount != 1:
+                raise NotFound("No such pending proposal.")
+
+
+def _edits_json(changes: Sequence[MemoryChange]) -> str:
+    return json.dumps(
+        [
+            {
+                k: v
+                for k, v in (("op", c.op), ("line", c.line), ("new_line", c.new_line), ("heading", c.heading))
+                if v is not None
+            }
+            for c in changes
+        ],
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+
+
+def _request_hash(changes: Sequence[MemoryChange], expected_version: int) -> str:
+    body = json.dumps({"edits": json.loads(_edits_json(changes)), "expected": expected_version}, sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()

@@ -1,0 +1,61 @@
+"""The durable transcript: people's messages and final answers, sealed with the workspace key.
+
+Recall blocks and system prompts never reach it, so a cleared memory is not
+replayed from stored records.
+"""
+
+from __future__ import annotations
+
+from memframe import crypto
+from memframe.core.errors import NotFound
+from memframe.core.paths import transcript_path
+from memframe.service.accounts import require_member
+from memframe.service.admissions import AssistantBase
+
+
+class TranscriptMixin(AssistantBase):
+    def append_transcript(self, workspace_id: str, credential: str, role: str, content: str) -> None:
+        """People's messages and final answers only, sealed: recall blocks never reach here."""
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+        key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+        sealed = crypto.seal(key, content, workspace_id=workspace_id, path=transcript_path(admission.conversation_id))
+        with self.db.write() as conn:
+            seq = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM conversation_messages WHERE conversation_id = ?",
+                (admission.conversation_id,),
+            ).fetchone()[0]
+            conn.execute(
+                "INSERT INTO conversation_messages (conversation_id, seq, role, admission_id,"
+                " sealed_content, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (admission.conversation_id, seq, role, admission.id, sealed, self.db.clock()),
+            )
+
+    def transcript(self, user: str, conversation_id: str) -> list[tuple[str, bytes]]:
+        """(role, sealed content) in order; the client opens them with its key."""
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+            if row is None or row[1] != user:
+                raise NotFound("No such conversation.")
+            require_member(conn, user, row[0])
+            return [
+                (str(r[0]), bytes(r[1]))
+                for r in conn.execute(
+                    "SELECT role, sealed_content FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
+                    (conversation_id,),
+                )
+            ]
+
+    def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
+        """The runtime's view of earlier messages in this conversation, opened with the key session."""
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+            rows = conn.execute(
+                "SELECT role, sealed_content FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
+                (admission.conversation_id,),
+            ).fetchall()
+        key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+        path = transcript_path(admission.conversation_id)
+        return [(r[0], crypto.open_sealed(key, bytes(r[1]), workspace_id=workspace_id, path=path)) for r in rows]
