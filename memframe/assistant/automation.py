@@ -14,7 +14,9 @@ from typing import Protocol
 
 from memframe.core.edits import MemoryChange
 from memframe.core.turns import CaptureReceipt, ProposalRecord, RecallResult
+from memframe.core.types import VersionInfo
 from memframe.service import MemoryService
+from memframe.service.documents import DocumentHit
 
 
 class Automation(Protocol):
@@ -57,6 +59,22 @@ class Automation(Protocol):
 
     def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
         """Earlier messages of this conversation, for the next turn's context."""
+        ...
+
+    def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
+        """Live notes, never the memory namespace."""
+        ...
+
+    def search_documents(self, workspace_id: str, credential: str, query: str) -> list[DocumentHit]:
+        """Notes containing the text, never inside the memory namespace."""
+        ...
+
+    def read_document(self, workspace_id: str, credential: str, path: str) -> tuple[int, str]:
+        """One note's version and text; the namespace is refused."""
+        ...
+
+    def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
+        """Create (base 0) or update a note; the namespace is refused."""
         ...
 
 
@@ -121,3 +139,19 @@ class InProcessAutomation:
     def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
         self.calls["conversation_history"] += 1
         return self.service.assistant.conversation_history(workspace_id, credential)
+
+    def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
+        self.calls["list_documents"] += 1
+        return self.service.assistant.list_documents(workspace_id, credential)
+
+    def search_documents(self, workspace_id: str, credential: str, query: str) -> list[DocumentHit]:
+        self.calls["search_documents"] += 1
+        return self.service.assistant.search_documents(workspace_id, credential, query)
+
+    def read_document(self, workspace_id: str, credential: str, path: str) -> tuple[int, str]:
+        self.calls["read_document"] += 1
+        return self.service.assistant.read_document(workspace_id, credential, path)
+
+    def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
+        self.calls["put_document"] += 1
+        return self.service.assistant.put_document(workspace_id, credential, path, text, base_version)

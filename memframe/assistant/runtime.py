@@ -13,6 +13,7 @@ from typing import Any
 
 from memframe.assistant import memory_tool
 from memframe.assistant.automation import Automation
+from memframe.assistant.document_tools import DocumentTools
 from memframe.assistant.memory_tool import TurnContext
 from memframe.assistant.models import Message, ModelClient
 from memframe.core.recall import attach_to_system_message, render_recall_block
@@ -44,7 +45,8 @@ class Runtime:
         self.automation = automation
         self.model = model
         self.max_steps = max_steps
-        self._extra = {schema["function"]["name"]: (schema, handler) for schema, handler in extra_tools}
+        tools = [*DocumentTools(automation).tools(), *extra_tools]
+        self._extra = {schema["function"]["name"]: (schema, handler) for schema, handler in tools}
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Fixed by the server, never by memory or notes: text cannot add a tool or a write target."""

@@ -27,12 +27,13 @@ from memframe.service.admissions import (
     read_consent,
 )
 from memframe.service.capture import CaptureMixin
+from memframe.service.documents import DocumentsMixin
 from memframe.service.keysessions import KeySessionUnavailable
 from memframe.service.policy import read_policy
 from memframe.service.transcript import TranscriptMixin
 
 
-class AssistantService(CaptureMixin, TranscriptMixin):
+class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
     """Consent, key sessions, ingress and recall; capture, proposals and transcript live in mixins."""
 
     # --- AI consent ------------------------------------------------------------------------

@@ -1,0 +1,161 @@
+"""The workspace's ordinary notes, as automation (the Assistant, MCP clients) reaches them.
+
+Notes are encrypted and versioned exactly like the memory. Every automation
+route here passes each path — the source and the target of a move too —
+through `validate_document_path`, which refuses every spelling of the reserved
+memory namespace with MEMORY_NAMESPACE_RESERVED: the memory route is the only
+automatic way in. Listing and search never show the namespace.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from memframe import crypto
+from memframe.core.errors import InvalidInput, NotFound
+from memframe.core.namespace import is_reserved, validate_document_path
+from memframe.core.types import Author, Operation, VersionInfo
+from memframe.service import files
+from memframe.service.admissions import AssistantBase
+
+SEARCH_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    path: str
+    version: int
+    snippet: str
+
+
+class DocumentsMixin(AssistantBase):
+    def _key_for(self, workspace_id: str, credential: str) -> bytes:
+        """Automation reaches plaintext only through the turn's key session, in RAM."""
+        with self.db.read() as conn:
+            admission = self._admission_for(conn, workspace_id, credential)
+        return self.key_sessions.resolve(admission.key_session_id, workspace_id)
+
+    def _open(self, key: bytes, workspace_id: str, path: str, blob: bytes | None) -> str:
+        return "" if blob is None else crypto.open_sealed(key, blob, workspace_id=workspace_id, path=path)
+
+    def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
+        """Live notes only; the memory namespace is never listed."""
+        with self.db.read() as conn:
+            self._admission_for(conn, workspace_id, credential)
+            rows = files.list_files(conn, workspace_id)
+        return [(path, version) for path, version, deleted in rows if not deleted and not is_reserved(path)]
+
+    def search_documents(self, workspace_id: str, credential: str, query: str) -> list[DocumentHit]:
+        """Case-insensitive substring search over decrypted notes, never inside the namespace."""
+        needle = query.strip().casefold()
+        if not needle:
+            raise InvalidInput("Search for at least one character.")
+        key = self._key_for(workspace_id, credential)
+        hits: list[DocumentHit] = []
+        for path, version in self.list_documents(workspace_id, credential):
+            with self.db.read() as conn:
+                stored = files.get_version(conn, workspace_id, path, version)
+            text = self._open(key, workspace_id, path, stored.ciphertext)
+            at = text.casefold().find(needle)
+            if at >= 0:
+                line_start = text.rfind("\n", 0, at) + 1
+                line_end = text.find("\n", at)
+                hits.append(DocumentHit(path, version, text[line_start : line_end if line_end >= 0 else None][:200]))
+                if len(hits) >= SEARCH_LIMIT:
+                    break
+        return hits
+
+    def read_document(self, workspace_id: str, credential: str, path: str) -> tuple[int, str]:
+        path = validate_document_path(path)
+        key = self._key_for(workspace_id, credential)
+        with self.db.read() as conn:
+            head = files.get_current(conn, workspace_id, path)
+        if head is None or head.info.operation is Operation.DELETE:
+            raise NotFound(f"There is no note {path!r}.")
+        return head.info.version, self._open(key, workspace_id, path, head.ciphertext)
+
+    def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
+        """Create (base 0) or update a note against its exact current version."""
+        path = validate_document_path(path)
+        key = self._key_for(workspace_id, credential)
+        blob = crypto.seal(key, text, workspace_id=workspace_id, path=path)
+        with self.db.write() as conn:
+            version = files.check_base(conn, workspace_id, path, base_version)
+            return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
+
+    def delete_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
+        path = validate_document_path(path)
+        self._key_for(workspace_id, credential)
+        with self.db.write() as conn:
+            version = files.check_base(conn, workspace_id, path, base_version)
+            if version == 1:
+                raise NotFound(f"There is no note {path!r}.")
+            return self._insert(conn, workspace_id, path, version, Operation.DELETE, None)
+
+    def move_document(
+        self, workspace_id: str, credential: str, source: str, target: str, base_version: int
+    ) -> VersionInfo:
+        """Copy to a new path (create-only) and leave a tombstone behind, in one transaction."""
+        source, target = validate_document_path(source), validate_document_path(target)
+        if source == target:
+            raise InvalidInput("A note cannot be moved onto itself.")
+        key = self._key_for(workspace_id, credential)
+        with self.db.write() as conn:
+            head = files.get_current(conn, workspace_id, source)
+            if head is None or head.info.operation is Operation.DELETE:
+                raise NotFound(f"There is no note {source!r}.")
+            version = files.check_base(conn, workspace_id, source, base_version)
+            text = self._open(key, workspace_id, source, head.ciphertext)
+            blob = crypto.seal(key, text, workspace_id=workspace_id, path=target)
+            target_version = files.check_base(conn, workspace_id, target, 0)
+            self._insert(conn, workspace_id, source, version, Operation.DELETE, None)
+            return self._insert(conn, workspace_id, target, target_version, Operation.SAVE, blob)
+
+    def restore_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
+        """Bring a deleted note back with the text it had before it was deleted."""
+        path = validate_document_path(path)
+        key = self._key_for(workspace_id, credential)
+        with self.db.write() as conn:
+            version = files.check_base(conn, workspace_id, path, base_version, revive=True)
+            last = files.get_version(conn, workspace_id, path, base_version) if base_version else None
+            if last is None or last.info.operation is not Operation.DELETE:
+                raise InvalidInput(f"The note {path!r} is not deleted; there is nothing to restore.")
+            previous = next(
+                (
+                    files.get_version(conn, workspace_id, path, info.version)
+                    for info in files.list_versions(conn, workspace_id, path, limit=1000, before=base_version)
+                    if info.operation is not Operation.DELETE
+                ),
+                None,
+            )
+            if previous is None:
+                raise NotFound(f"The note {path!r} has no earlier text to restore.")
+            text = self._open(key, workspace_id, path, previous.ciphertext)
+            blob = crypto.seal(key, text, workspace_id=workspace_id, path=path)
+            return self._insert(
+                conn, workspace_id, path, version, Operation.UNDO, blob, restored_from=previous.info.version
+            )
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        workspace_id: str,
+        path: str,
+        version: int,
+        operation: Operation,
+        blob: bytes | None,
+        restored_from: int | None = None,
+    ) -> VersionInfo:
+        return files.insert_version(
+            conn,
+            workspace_id=workspace_id,
+            path=path,
+            version=version,
+            now=self.db.clock(),
+            author=Author.ASSISTANT,
+            actor="assistant",
+            operation=operation,
+            ciphertext=blob,
+            restored_from=restored_from,
+        )
