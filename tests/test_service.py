@@ -9,7 +9,7 @@ import pytest
 
 from memframe import crypto
 from memframe.backend.local import LocalBackend
-from memframe.core.errors import InvalidInput, NotFound, Unauthorized
+from memframe.core.errors import InvalidInput, NotFound, Unauthorized, Unavailable
 from memframe.core.types import MEMORY_PATH, Mode, Policy
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -68,7 +68,7 @@ def test_clear_rolls_back_whole_when_the_batch_fails(service: MemoryService, mon
     import memframe.service.service as svc_mod
 
     monkeypatch.setattr(svc_mod, "ADVANCE_CLEAR_GENERATION", "SELECT no_such_function()")
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(Unavailable, match="nothing was written"):
         b.clear(1)
     assert b.load().text == "keep\n" and b.load().version == 1
     assert b.get_policy().clear_generation == 0
@@ -142,3 +142,18 @@ def test_no_plaintext_diff_or_key_at_rest(tmp_path: Path) -> None:
     assert key not in raw and key.hex().encode() not in raw
     assert b"+Project" not in raw and b"-Favourite" not in raw  # no diff lines either
     service.close()
+
+
+@pytest.mark.fault
+def test_full_disk_is_a_clear_error_and_changes_nothing(service: MemoryService) -> None:
+    b = LocalBackend(service, "ws", crypto.new_key())
+    b.save("small\n", 0)
+    conn = service.db._writer
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(Unavailable, match="nothing was written"):
+        b.save("x" * 200_000, 1)
+    assert b.load().text == "small\n" and [r.version for r in b.history()] == [1]
+    assert b.save_state.last.header() == "saved; version=1"
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    assert b.save("x" * 200_000, 1).version == 2

@@ -102,22 +102,26 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One atomic batch: everything inside commits together or not at all."""
+        """One atomic batch: everything inside commits together or not at all.
+
+        A storage failure (a full disk, an I/O error, a lock held too long) rolls the
+        whole batch back and becomes one clear Unavailable; nothing is half-written.
+        """
         with self._lock:
             conn = self._writer
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
+                conn.execute("BEGIN IMMEDIATE")
                 try:
+                    yield conn
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
+            except sqlite3.OperationalError as exc:
+                raise Unavailable(
+                    "The memory store could not save (the disk may be full or failing); nothing was written."
+                ) from exc
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -129,11 +133,15 @@ class Database:
             self._local.conn = conn
             with self._lock:
                 self._readers.append(conn)
-        conn.execute("BEGIN")
         try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise Unavailable("The memory store could not be read right now.") from exc
 
     def close(self) -> None:
         if self._closed:
