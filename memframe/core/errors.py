@@ -7,6 +7,7 @@
     ├── Unauthorized            401  no credential, a bad or revoked token
     ├── Forbidden               403  authenticated, but this action is not allowed
     ├── NotFound                404  no such workspace (or not a member), file or revision
+    │   └── FileNotFound        404  a member asked for a file that was never created
     ├── VersionConflict         409  the base version is not the server's current version
     │   └── DocumentDeleted     409  the document is a tombstone; a plain write does not revive it
     ├── PolicyConflict          409  the expected policy revision is stale
@@ -87,6 +88,17 @@ class NotFound(MemframeError):
     status = 404
 
 
+class FileNotFound(NotFound):
+    """The file was never created.
+
+    Distinct from NotFound so a remote client can tell "this document does not
+    exist yet" (version 0) from "no such workspace"; membership is checked
+    first, so a non-member only ever sees the plain NotFound.
+    """
+
+    code = "file_not_found"
+
+
 class VersionConflict(MemframeError):
     """Someone else wrote first; nothing was written."""
 
@@ -95,8 +107,7 @@ class VersionConflict(MemframeError):
 
     def __init__(self, current_version: int, message: str = "") -> None:
         super().__init__(
-            message
-            or f"The memory changed on the server (now version {current_version}); nothing was written.",
+            message or f"The memory changed on the server (now version {current_version}); nothing was written.",
             current_version=current_version,
         )
         self.current_version = current_version
@@ -110,8 +121,7 @@ class DocumentDeleted(VersionConflict):
     def __init__(self, current_version: int, message: str = "") -> None:
         super().__init__(
             current_version,
-            message
-            or f"The document was deleted (version {current_version}); restore it explicitly to write again.",
+            message or f"The document was deleted (version {current_version}); restore it explicitly to write again.",
         )
 
 
@@ -201,9 +211,7 @@ def error_from_payload(status: int, payload: Any) -> MemframeError:
     if cls is VersionConflict or cls is DocumentDeleted:
         return cls(int(payload.get("current_version", 0)), message)
     if cls is PolicyConflict:
-        return PolicyConflict(
-            int(payload.get("current_revision", 0)), str(payload.get("current_mode", "")), message
-        )
+        return PolicyConflict(int(payload.get("current_revision", 0)), str(payload.get("current_mode", "")), message)
     if cls is None or cls is MemframeError:
         return Unavailable(message or f"The server answered with status {status}.")
     extra = {k: v for k, v in payload.items() if k not in ("error", "message")}

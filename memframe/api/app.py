@@ -1,0 +1,37 @@
+"""The HTTP app factory: routers, error handlers and guards around one MemoryService.
+
+Routes are thin: each is one call into the service, which holds every rule.
+One router module per concern (`files`, `policy`, `workspaces`); later
+concerns (the Assistant, automation) add their own module and one line here.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from memframe import __version__
+from memframe.api import files, policy, workspaces
+from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
+from memframe.service import MemoryService
+
+ROUTERS = (workspaces.router, files.router, policy.router)
+
+
+def create_app(service: MemoryService, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    """An app serving `service`; the caller owns the service and closes it after the server stops."""
+    app = FastAPI(
+        title="memframe",
+        version=__version__,
+        summary="Encrypted, versioned workspace memory: the people's routes.",
+        description='Errors are always `{"error": CODE, "message": …}` with the status that fits. '
+        "The server stores and returns ciphertext only; keys and plaintext stay with people.",
+        redoc_url=None,
+    )
+    app.state.service = service
+    for router in ROUTERS:
+        app.include_router(router)
+    install_error_handlers(app)
+    # The last added is the outermost: the guard sees every failure, including the limit's.
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(InternalErrorGuard)
+    return app

@@ -1,0 +1,47 @@
+"""What every route depends on: the service, and the user a bearer token speaks for.
+
+Authentication is one dependency so no route can forget it, and it only says
+who the caller is; membership is checked by the service inside the same
+transaction as the read or write, so a non-member's 404 cannot drift from an
+unknown workspace's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from memframe.service import MemoryService
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="A token made with `memframe admin token create`, sent as `Authorization: Bearer …`.",
+)
+
+
+async def get_service(request: Request) -> MemoryService:
+    """Async on purpose: it does no I/O, so it need not cost a trip through the thread pool."""
+    service: MemoryService = request.app.state.service
+    return service
+
+
+Service = Annotated[MemoryService, Depends(get_service)]
+
+
+def current_user(
+    service: Service,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """The caller's user id; no token, a malformed header or a revoked token are all one 401."""
+    return service.accounts.authenticate(credentials.credentials if credentials else None)
+
+
+User = Annotated[str, Depends(current_user)]
+WorkspaceId = Annotated[str, Path(description="The workspace id.")]
+FilePath = Annotated[
+    str,
+    Path(description="The file's relative path, e.g. `.zudotext/memory/MEMORY.md`; `/` separates folders."),
+]

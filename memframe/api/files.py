@@ -1,0 +1,137 @@
+"""People's file routes: encrypted versions in and out, each a thin call into the service.
+
+Routing rule for versions: a file path may itself end in `/versions` (or any
+word), so version routes do not hang below `files/{path}`. They live under
+their own prefixes, where the path is always the *last* part of the URL:
+
+    GET    …/files/{path}                 head version + ciphertext (404 file_not_found if never created)
+    PUT    …/files/{path}                 one write against X-Base-Version
+    DELETE …/files/{path}                 a tombstone against X-Base-Version
+    GET    …/history/{path}?limit&before  version metadata, newest first, paged
+    GET    …/revisions/{n}/{path}         one revision's metadata + ciphertext
+
+The server only ever sees ciphertext here; it cannot read what it stores.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Path, Query
+
+from memframe.api.deps import FilePath, Service, User, WorkspaceId
+from memframe.api.schemas import (
+    MAX_NUMBER,
+    FileEntry,
+    FileList,
+    PutFileIn,
+    StoredVersionOut,
+    VersionOut,
+    VersionPage,
+    error_responses,
+)
+from memframe.core.errors import FileNotFound
+
+router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}", tags=["files"])
+
+BaseVersion = Annotated[
+    int,
+    Header(
+        alias="X-Base-Version",
+        ge=0,
+        le=MAX_NUMBER,
+        description="The exact version the write is based on; 0 = create-only (the file must not exist).",
+    ),
+]
+MemoryClear = Annotated[
+    bool,
+    Header(
+        alias="X-Memory-Clear",
+        description="`1` on the memory document: write an empty revision and advance the Clear "
+        "generation in the same transaction.",
+    ),
+]
+Revive = Annotated[
+    bool,
+    Header(alias="X-Revive", description="`1` to write over a deleted document; a plain write does not revive it."),
+]
+
+
+@router.get("/files", responses=error_responses(401, 404, 422))
+def list_files(workspace_id: WorkspaceId, user: User, service: Service) -> FileList:
+    """Every file of the workspace with its head version."""
+    rows = service.list_files(user, workspace_id)
+    return FileList(files=[FileEntry(path=p, version=v, deleted=d) for p, v, d in rows])
+
+
+@router.get("/files/{path:path}", responses=error_responses(401, 404, 422))
+def get_file(workspace_id: WorkspaceId, path: FilePath, user: User, service: Service) -> StoredVersionOut:
+    """The head version and its ciphertext (null for a delete tombstone)."""
+    stored = service.get_file(user, workspace_id, path)
+    if stored is None:
+        raise FileNotFound(f"There is no file {path!r} yet (version 0).")
+    return StoredVersionOut.of_stored(stored)
+
+
+@router.put("/files/{path:path}", responses=error_responses(401, 404, 409, 413, 422))
+def put_file(
+    workspace_id: WorkspaceId,
+    path: FilePath,
+    body: PutFileIn,
+    base_version: BaseVersion,
+    user: User,
+    service: Service,
+    memory_clear: MemoryClear = False,
+    revive: Revive = False,
+) -> VersionOut:
+    """One direct upload; the answer is exactly the version the server now holds.
+
+    A stale base is a 409 `version_conflict` naming `current_version`; a deleted
+    document is a 409 `document_deleted` unless X-Revive is set. Nothing is written then.
+    """
+    info = service.put_file(
+        user,
+        workspace_id,
+        path,
+        body.blob(),
+        base_version,
+        clear=memory_clear,
+        restored_from=body.restored_from,
+        revive=revive,
+    )
+    return VersionOut.of(info)
+
+
+@router.delete("/files/{path:path}", responses=error_responses(401, 404, 409, 422))
+def delete_file(
+    workspace_id: WorkspaceId, path: FilePath, base_version: BaseVersion, user: User, service: Service
+) -> VersionOut:
+    """Write a tombstone version; history stays and the text of older revisions remains readable."""
+    return VersionOut.of(service.delete_file(user, workspace_id, path, base_version))
+
+
+@router.get("/history/{path:path}", responses=error_responses(401, 404, 422))
+def list_versions(
+    workspace_id: WorkspaceId,
+    path: FilePath,
+    user: User,
+    service: Service,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Revisions per page.")] = 50,
+    before: Annotated[int | None, Query(ge=0, le=MAX_NUMBER, description="Only revisions older than this one.")] = None,
+) -> VersionPage:
+    """Version metadata, newest first, one page; nothing is decrypted or sent but metadata."""
+    rows = service.list_versions(user, workspace_id, path, limit=limit, before=before)
+    next_before = rows[-1].version if len(rows) == limit and rows[-1].version > 1 else None
+    return VersionPage(versions=[VersionOut.of(r) for r in rows], next_before=next_before)
+
+
+@router.get("/revisions/{version}/{path:path}", responses=error_responses(401, 404, 422))
+def get_version(
+    workspace_id: WorkspaceId,
+    version: Annotated[int, Path(ge=0, le=MAX_NUMBER, description="The revision number.")],
+    path: FilePath,
+    user: User,
+    service: Service,
+) -> StoredVersionOut:
+    """One revision's metadata and ciphertext."""
+    return StoredVersionOut.of_stored(service.get_version(user, workspace_id, path, version))

@@ -1,0 +1,326 @@
+"""The remote backend: the same store, over HTTP to `memframe serve`.
+
+`RemoteStore` mirrors `LocalStore` call for call, speaking the people's routes
+with httpx. It only ever sends ciphertext: sealing and opening happen in
+`SealedBackend` on this machine, so the server never receives a plaintext or a
+key. Server errors come back through `error_from_payload`, the same mapping
+the server used to send them, so local and remote raise the same types.
+
+Honest failures: a write is one request. Nothing is queued and nothing is
+retried; an unreachable server, a timeout or a refused token raises a typed
+error and the caller keeps its draft. A message names the server, never the
+token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import re
+import ssl
+from typing import Any, NoReturn
+from urllib.parse import quote
+
+import httpx
+
+from memframe import __version__
+from memframe.backend.save_state import SaveState
+from memframe.backend.sealed import SealedBackend
+from memframe.core.errors import (
+    FileNotFound,
+    InvalidInput,
+    MemframeError,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+    error_from_payload,
+)
+from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
+from memframe.core.types import Author, Mode, Operation, Policy, StoredVersion, VersionInfo
+from memframe.paths import check_workspace_id
+
+DEFAULT_TIMEOUT = 10.0
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
+
+
+def _display_url(base_url: str) -> str:
+    """The base URL as people see it: without a trailing slash or any user:password part."""
+    try:
+        url = httpx.URL(base_url.strip())
+    except httpx.InvalidURL:
+        raise InvalidInput(f"{base_url!r} is not a URL; use http://host:port of a memframe server.") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InvalidInput(f"{base_url!r} is not an http:// or https:// URL of a memframe server.")
+    return str(url.copy_with(username=None, password=None)).rstrip("/")
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """Building a verifying TLS context reads the CA bundle (~40 ms): do it once per process."""
+    return httpx.create_ssl_context()
+
+
+def _reason(exc: Exception) -> str:
+    """A short cause from an httpx error, e.g. 'connection refused'; never the request or headers."""
+    text = str(exc).strip() or type(exc).__name__
+    text = re.sub(r"^\[Errno -?\d+\]\s*", "", text)
+    return text[:1].lower() + text[1:200]
+
+
+class RemoteStore:
+    """MemoryStore over HTTP for one workspace, as the person a bearer token speaks for."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        workspace_id: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.workspace_id = check_workspace_id(workspace_id)
+        self.location = _display_url(base_url)
+        self.timeout = timeout
+        headers = {"Accept": "application/json", "User-Agent": f"memframe/{__version__}"}
+        if token:
+            if not _TOKEN_RE.match(token):
+                raise InvalidInput("The token contains characters a memframe token never has (spaces, newlines).")
+            headers["Authorization"] = f"Bearer {token}"
+        self._client = httpx.Client(
+            base_url=base_url.strip().rstrip("/") + "/",
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            verify=_tls_context(),
+            follow_redirects=False,
+        )
+        self._prefix = f"api/v1/workspaces/{quote(self.workspace_id, safe='')}"
+        self._closed = False
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"<RemoteStore {self.workspace_id} at {self.location}>"
+
+    # --- transport -----------------------------------------------------------------------
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        write: bool = False,
+        headers: dict[str, str] | None = None,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        """One request, no retry; answers the JSON of a 2xx or raises the typed error."""
+        if self._closed:
+            raise Unavailable("This connection to the memory server was closed.")
+        try:
+            response = self._client.request(method, url, headers=headers, json=json, params=params)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise Unavailable(
+                f"Cannot reach the memory server at {self.location} ({_reason(exc)}); nothing was changed."
+            ) from None
+        except (httpx.WriteError, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+            raise Unavailable(
+                f"The request to {self.location} could not be sent ({_reason(exc)}); nothing was changed."
+            ) from None
+        except httpx.TimeoutException:
+            self._unknown_outcome(f"did not answer within {self.timeout:g} s", write)
+        except httpx.TransportError as exc:
+            self._unknown_outcome(f"dropped the connection ({_reason(exc)})", write)
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.is_success:
+            if payload is None:
+                raise Unavailable(f"{self.location} answered with something that is not memframe's API.")
+            return payload
+        raise self._error(response.status_code, payload)
+
+    def _unknown_outcome(self, what: str, write: bool) -> NoReturn:
+        """After the request went out, a write may or may not have landed: say so, retry nothing."""
+        if write:
+            raise Unavailable(
+                f"The memory server at {self.location} {what}; the write may or may not have been stored. "
+                "Reload to see the server's version: a retry against the same base version cannot "
+                "overwrite anything."
+            )
+        raise Unavailable(f"The memory server at {self.location} {what}; nothing was changed.")
+
+    def _error(self, status: int, payload: Any) -> MemframeError:
+        ours = isinstance(payload, dict) and isinstance(payload.get("error"), str)
+        if not ours and status == 404:
+            return NotFound(f"{self.location} has no memframe API at this address (404); is the URL right?")
+        error = error_from_payload(status, payload)
+        if isinstance(error, Unauthorized):
+            return Unauthorized(
+                f"{error.message} The server at {self.location} needs a valid token (--token or MEMFRAME_TOKEN)."
+            )
+        if not ours and isinstance(error, Unavailable):
+            return Unavailable(f"The memory server at {self.location} answered with status {status}.")
+        return error
+
+    # --- MemoryStore ---------------------------------------------------------------------
+
+    def _file_url(self, kind: str, path: str) -> str:
+        return f"{self._prefix}/{kind}/{quote(path, safe='/')}"
+
+    def get_file(self, path: str) -> StoredVersion | None:
+        try:
+            return _stored(self._request("GET", self._file_url("files", path)), self)
+        except FileNotFound:
+            return None
+
+    def put_file(
+        self,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+    ) -> VersionInfo:
+        headers = {"X-Base-Version": str(base_version)}
+        if clear:
+            headers["X-Memory-Clear"] = "1"
+        if revive:
+            headers["X-Revive"] = "1"
+        body = {"ciphertext": base64.b64encode(ciphertext).decode("ascii"), "restoredFrom": restored_from}
+        payload = self._request("PUT", self._file_url("files", path), write=True, headers=headers, json=body)
+        return _info(payload, self)
+
+    def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
+        params: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            params["before"] = before
+        payload = self._request("GET", self._file_url("history", path), params=params)
+        rows = payload.get("versions") if isinstance(payload, dict) else None
+        if not isinstance(rows, list):
+            raise _not_understood(self)
+        return [_info(row, self) for row in rows]
+
+    def get_version(self, path: str, version: int) -> StoredVersion:
+        return _stored(self._request("GET", self._file_url(f"revisions/{int(version)}", path)), self)
+
+    def get_policy(self) -> Policy:
+        return _policy(self._request("GET", f"{self._prefix}/memory/policy"), self)
+
+    def set_policy(self, mode: Mode, expected_revision: int) -> Policy:
+        body = {"mode": Mode(mode).value, "expectedRevision": expected_revision}
+        return _policy(self._request("PUT", f"{self._prefix}/memory/policy", write=True, json=body), self)
+
+    # --- the Assistant: not served over HTTP yet -------------------------------------------
+    # The people's Assistant routes (AI consent, key sessions, messages, receipts,
+    # proposals) come with the server's Assistant; until then each is one clear error,
+    # raised before anything is sent (a key must never leave for a route that is not there).
+
+    def _no_assistant(self) -> NoReturn:
+        raise Unavailable(
+            f"The memory server at {self.location} does not serve the Assistant yet; "
+            "use the Assistant on a local workspace. Nothing was sent."
+        )
+
+    def get_ai(self) -> AIConsent:
+        self._no_assistant()
+
+    def set_ai(self, enabled: bool) -> AIConsent:
+        self._no_assistant()
+
+    def open_key_session(self, key: bytes) -> KeySessionInfo:
+        self._no_assistant()
+
+    def revoke_key_session(self, session_id: str) -> None:
+        self._no_assistant()
+
+    def send_message(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str,
+        key_session_id: str | None,
+        memory_state: str | None,
+    ) -> TurnResult:
+        self._no_assistant()
+
+    def receipts(self, conversation_id: str) -> list[Receipt]:
+        self._no_assistant()
+
+    def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
+        self._no_assistant()
+
+    def proposals(self) -> list[ProposalRecord]:
+        self._no_assistant()
+
+    def resolve_proposal(self, proposal_id: str, status: str) -> None:
+        self._no_assistant()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+
+# --- reading the wire format (memframe.api.schemas is the server's side of it) -------------
+
+
+def _not_understood(store: RemoteStore) -> Unavailable:
+    return Unavailable(f"{store.location} answered with something this memframe does not understand.")
+
+
+def _info(data: Any, store: RemoteStore) -> VersionInfo:
+    try:
+        restored = data.get("restoredFrom")
+        return VersionInfo(
+            version=int(data["version"]),
+            created_at=float(data["createdAt"]),
+            author=Author(data["author"]),
+            actor=str(data["actor"]),
+            operation=Operation(data["operation"]),
+            size=int(data["size"]),
+            content_hash=str(data["contentHash"]),
+            restored_from=None if restored is None else int(restored),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise _not_understood(store) from None
+
+
+def _stored(data: Any, store: RemoteStore) -> StoredVersion:
+    info = _info(data, store)
+    blob = data.get("ciphertext")
+    if blob is None:
+        return StoredVersion(info, None)
+    try:
+        return StoredVersion(info, base64.b64decode(str(blob), validate=True))
+    except (binascii.Error, ValueError):
+        raise _not_understood(store) from None
+
+
+def _policy(data: Any, store: RemoteStore) -> Policy:
+    try:
+        return Policy(Mode(data["mode"]), int(data["revision"]), int(data["clearGeneration"]))
+    except (KeyError, TypeError, ValueError):
+        raise _not_understood(store) from None
+
+
+class RemoteBackend(SealedBackend):
+    """A workspace on a memframe server; text is sealed and opened here, never there."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        workspace_id: str,
+        key: bytes,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        save_state: SaveState | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        store = RemoteStore(base_url, token, workspace_id, transport=transport, timeout=timeout)
+        super().__init__(store, key, save_state=save_state)

@@ -1,0 +1,377 @@
+"""`memframe serve` and `memframe admin …`: running the service for a team.
+
+    memframe serve --db team.db [--host 127.0.0.1] [--port 8765]
+    memframe admin user add|list …           people
+    memframe admin token create|list|revoke  bearer tokens (shown once, stored hashed)
+    memframe admin workspace create|list     workspaces (the owner becomes a member)
+    memframe admin member add|remove|list    who may reach a workspace
+
+Admin commands work directly on the database file, so they need no token and
+no running server; they are safe to run while `serve` runs (SQLite WAL). Like
+every command, a failure prints one line and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memframe.service import MemoryService
+
+DB_ENV = "MEMFRAME_DB"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _err(line: str) -> None:
+    print(f"memframe: {line}", file=sys.stderr, flush=True)
+
+
+# --- the database ------------------------------------------------------------------------
+
+
+def _db_parent() -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    default = os.environ.get(DB_ENV) or None
+    parent.add_argument(
+        "--db",
+        type=Path,
+        default=default,
+        required=default is None,
+        metavar="PATH",
+        help=f"the server's SQLite database (default: ${DB_ENV})",
+    )
+    return parent
+
+
+@contextmanager
+def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[MemoryService]:
+    """The service on `--db`; only commands that start a team's database may create the file,
+    so a mistyped path is an error instead of a new, empty database."""
+    from memframe.core.errors import NotFound
+    from memframe.service import MemoryService
+
+    path: Path = args.db
+    if not create and not path.exists():
+        raise NotFound(f"There is no database at {path}; start one with 'memframe admin user add NAME --db {path}'.")
+    service = MemoryService(path)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+# --- serve -------------------------------------------------------------------------------
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind and listen before serving, so a taken port is one clear line rather than a uvicorn log."""
+    from memframe.core.errors import Unavailable
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        # Naming IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on such sockets.
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise Unavailable(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        # Listening now, before "serving … at URL" is printed: a client that connects at once
+        # waits in the backlog until uvicorn accepts, instead of being refused.
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise Unavailable(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
+    return sock
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Stopped:
+    """Our SIGINT/SIGTERM handler around uvicorn's own.
+
+    uvicorn installs its handlers while it serves, shuts down gracefully on a
+    signal, then re-raises the signal to the handler that was there before:
+    this one, which records it so `serve` closes the database and exits 0
+    instead of dying mid-cleanup. A signal that lands just before uvicorn's
+    handlers are in place still stops the server, through `should_exit`.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.signal: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+        self.server.should_exit = True
+
+
+def _log_to_stderr() -> None:
+    """memframe's own records (an internal error's traceback) beside uvicorn's lines."""
+    import logging
+
+    logger = logging.getLogger("memframe")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namespace, *, fresh: bool) -> _Stopped:
+    """Run uvicorn on a bound socket until a signal; returns which signal stopped it."""
+    import uvicorn
+
+    from memframe.api import create_app
+
+    host, port = sock.getsockname()[:2]
+    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+    _log_to_stderr()
+    if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
+        sys.stdout.reconfigure(line_buffering=True)
+    config = uvicorn.Config(
+        create_app(service),
+        lifespan="off",
+        log_level=args.log_level,
+        access_log=True,  # method, path and status only: bodies are never logged
+        server_header=False,
+        timeout_graceful_shutdown=10,
+    )
+    server = uvicorn.Server(config)
+    # Our handlers go in before the "serving" line: whoever reads it may signal at once.
+    stopped = _Stopped(server)
+    previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        state = "new database" if fresh else "database"
+        print(f"memframe serving {state} {args.db} at {url} (Ctrl+C or SIGTERM stops it)", flush=True)
+        if not service.accounts.users():
+            _err("no users yet: add one with 'memframe admin user add NAME --db …' (works while serving).")
+        if not _is_loopback(str(host)):
+            _err(
+                "warning: listening beyond this machine over plain HTTP; "
+                "put TLS in front so tokens do not cross the network in clear."
+            )
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return stopped
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve until SIGINT/SIGTERM; refuses a database written by a newer memframe."""
+    fresh = not args.db.exists()
+    with _service(args, create=True) as service:  # a newer schema is refused here, before binding
+        sock = _listen(args.host, args.port)
+        try:
+            stopped = _serve_on(sock, service, args, fresh=fresh)
+        finally:
+            sock.close()
+    how = f" on {signal.Signals(stopped.signal).name}" if stopped.signal else ""
+    print(f"memframe stopped{how}; the database is closed.", flush=True)
+    return 0
+
+
+# --- admin -------------------------------------------------------------------------------
+
+
+def cmd_user_add(args: argparse.Namespace) -> int:
+    with _service(args, create=True) as service:
+        service.accounts.add_user(args.name)
+    print(f"Added user {args.name!r}.")
+    return 0
+
+
+def cmd_user_list(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        users = service.accounts.users()
+    for user in users:
+        print(user)
+    if not users:
+        print("No users yet.", file=sys.stderr)
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    """The token goes alone to stdout (for `TOKEN=$(…)`); the explanation goes to stderr."""
+    with _service(args) as service:
+        token_id, token = service.accounts.create_token(args.user, args.label)
+    print(
+        f"Token {token_id} for {args.user!r}{f' ({args.label})' if args.label else ''}. "
+        "It is shown only this once and stored only as a hash: keep it now.",
+        file=sys.stderr,
+    )
+    print(token, flush=True)
+    return 0
+
+
+def cmd_token_list(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        tokens = service.accounts.tokens(args.user)
+    if not tokens:
+        print("No tokens.", file=sys.stderr)
+        return 0
+    print(f"{'id':12}  {'user':16}  {'created':19}  {'state':27}  label")
+    for t in tokens:
+        state = "active" if t.revoked_at is None else f"revoked {_when(t.revoked_at)}"
+        print(f"{t.id:12}  {t.user_id[:16]:16}  {_when(t.created_at)}  {state:27}  {t.label}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        service.accounts.revoke_token(args.token_id)
+    print(f"Revoked token {args.token_id}; it stops working on the next request.")
+    return 0
+
+
+def cmd_workspace_create(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        service.accounts.create_workspace(args.workspace, args.owner)
+    print(f"Created workspace {args.workspace!r}, owned by {args.owner!r}.")
+    print(f"Its key is made on a member's machine: memframe init --workspace {args.workspace} --remote URL")
+    return 0
+
+
+def cmd_workspace_list(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        rows = [(w, service.accounts.members(w)) for w in service.accounts.workspaces()]
+    for workspace, members in rows:
+        print(f"{workspace}  members: {', '.join(members) or '-'}")
+    if not rows:
+        print("No workspaces yet.", file=sys.stderr)
+    return 0
+
+
+def cmd_member_add(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        service.accounts.add_member(args.workspace, args.user)
+    print(f"{args.user!r} is a member of {args.workspace!r}.")
+    print("They still need the workspace key from a member: memframe key export / memframe key import.")
+    return 0
+
+
+def cmd_member_remove(args: argparse.Namespace) -> int:
+    with _service(args) as service:
+        service.accounts.remove_member(args.workspace, args.user)
+    print(f"{args.user!r} is no longer a member of {args.workspace!r}.")
+    print("They keep any key they already have: for old text, that cannot be taken back.")
+    return 0
+
+
+def cmd_member_list(args: argparse.Namespace) -> int:
+    from memframe.core.errors import NotFound
+
+    with _service(args) as service:
+        if args.workspace not in service.accounts.workspaces():
+            raise NotFound(f"There is no workspace {args.workspace!r}.")
+        members = service.accounts.members(args.workspace)
+    for member in members:
+        print(member)
+    return 0
+
+
+# --- parser ------------------------------------------------------------------------------
+
+
+def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+    """Add `serve` and `admin` to the memframe command.
+
+    `common` (workspace, --remote, --token) is not used: these commands act on a
+    server's database directly, never through a workspace client.
+    """
+    db = _db_parent()
+
+    serve = subparsers.add_parser(
+        "serve",
+        parents=[db],
+        help="run the memory service over HTTP",
+        description="Run the memory service (FastAPI under uvicorn) for a team's workspaces.",
+    )
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
+    serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(handler=cmd_serve)
+
+    admin = subparsers.add_parser(
+        "admin",
+        help="manage users, tokens, workspaces and members of a server's database",
+        description="Manage a server's database directly (no token, no running server needed).",
+    )
+    kinds = admin.add_subparsers(dest="admin_kind", metavar="WHAT", required=True)
+
+    def leaf(group: Any, name: str, handler: Handler, help_: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = group.add_parser(name, parents=[db], help=help_, description=help_)
+        p.set_defaults(handler=handler)
+        return p
+
+    users = kinds.add_parser("user", help="people").add_subparsers(dest="action", metavar="ACTION", required=True)
+    leaf(users, "add", cmd_user_add, "add a user (creates the database if needed)").add_argument("name")
+    leaf(users, "list", cmd_user_list, "list users")
+
+    tokens = kinds.add_parser("token", help="bearer tokens").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = leaf(tokens, "create", cmd_token_create, "create a token for a user and print it once")
+    p.add_argument("--user", required=True)
+    p.add_argument("--label", default="", help="what the token is for, e.g. a machine's name")
+    p = leaf(tokens, "list", cmd_token_list, "list tokens (never the tokens themselves)")
+    p.add_argument("--user", default=None)
+    leaf(tokens, "revoke", cmd_token_revoke, "revoke a token by its id").add_argument("token_id", metavar="ID")
+
+    workspaces = kinds.add_parser("workspace", help="workspaces").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    p = leaf(workspaces, "create", cmd_workspace_create, "create a workspace; its owner becomes a member")
+    p.add_argument("workspace", metavar="WORKSPACE")
+    p.add_argument("--owner", required=True)
+    leaf(workspaces, "list", cmd_workspace_list, "list workspaces and their members")
+
+    members = kinds.add_parser("member", help="workspace membership").add_subparsers(
+        dest="action", metavar="ACTION", required=True
+    )
+    for name, handler, help_ in (
+        ("add", cmd_member_add, "give a user access to a workspace"),
+        ("remove", cmd_member_remove, "take a user's access to a workspace away"),
+    ):
+        p = leaf(members, name, handler, help_)
+        p.add_argument("workspace", metavar="WORKSPACE")
+        p.add_argument("user", metavar="USER")
+    leaf(members, "list", cmd_member_list, "list a workspace's members").add_argument("workspace", metavar="WORKSPACE")
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number") from None
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError("a port is 0 to 65535")
+    return number

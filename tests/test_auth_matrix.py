@@ -1,0 +1,191 @@
+"""Every people's route × every way of not being allowed in.
+
+No token, a malformed header, an unknown or a revoked token: 401. A valid
+token of someone who is not a member: 404, byte for byte the answer for a
+workspace that does not exist. None of these answers names anything of the
+workspace (its id, its owner, its paths, its ciphertext), and none changes it.
+The route table is checked against the OpenAPI schema, so a new route cannot
+join the API without joining this matrix.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from memframe.api import create_app
+from memframe.core.types import MEMORY_PATH
+from memframe.crypto import SEAL_OVERHEAD
+from memframe.service import MemoryService
+from tests.remote_kinds import asgi_client
+
+pytestmark = pytest.mark.access
+
+SECRET_WS = "atlantis-plans"
+OWNER = "olivia-owner"
+SECRET_FILE = "plans/harbour-secret.md"
+CIPHERTEXT = b"\x5a" * (SEAL_OVERHEAD + 40)
+SECRETS = (SECRET_WS, "atlantis", OWNER, "harbour", base64.b64encode(CIPHERTEXT).decode()[:16])
+
+PUT_BODY = {"ciphertext": base64.b64encode(b"\x01" * (SEAL_OVERHEAD + 2)).decode()}
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    url: Callable[[str], str]
+    headers: dict[str, str]
+    json: Any = None
+
+
+#: (method, OpenAPI path) → how to call it against a workspace id.
+ROUTES: dict[tuple[str, str], Call] = {
+    ("get", "/api/v1/workspaces/{workspace_id}/files"): Call("GET", lambda w: f"/api/v1/workspaces/{w}/files", {}),
+    ("get", "/api/v1/workspaces/{workspace_id}/files/{path}"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/files/{SECRET_FILE}", {}
+    ),
+    ("put", "/api/v1/workspaces/{workspace_id}/files/{path}"): Call(
+        "PUT", lambda w: f"/api/v1/workspaces/{w}/files/{SECRET_FILE}", {"X-Base-Version": "1"}, PUT_BODY
+    ),
+    ("delete", "/api/v1/workspaces/{workspace_id}/files/{path}"): Call(
+        "DELETE", lambda w: f"/api/v1/workspaces/{w}/files/{SECRET_FILE}", {"X-Base-Version": "1"}
+    ),
+    ("get", "/api/v1/workspaces/{workspace_id}/history/{path}"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/history/{SECRET_FILE}", {}
+    ),
+    ("get", "/api/v1/workspaces/{workspace_id}/revisions/{version}/{path}"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/revisions/1/{SECRET_FILE}", {}
+    ),
+    ("get", "/api/v1/workspaces/{workspace_id}/memory/policy"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/memory/policy", {}
+    ),
+    ("put", "/api/v1/workspaces/{workspace_id}/memory/policy"): Call(
+        "PUT", lambda w: f"/api/v1/workspaces/{w}/memory/policy", {}, {"mode": "off", "expectedRevision": 0}
+    ),
+}
+#: Routes that take no workspace: only the 401 cases apply.
+UNSCOPED: dict[tuple[str, str], Call] = {
+    ("get", "/api/v1/workspaces"): Call("GET", lambda w: "/api/v1/workspaces", {}),
+}
+PUBLIC = {("get", "/healthz")}
+
+
+@dataclass
+class Matrix:
+    service: MemoryService
+    client: httpx.Client
+    tokens: dict[str, str]
+
+    def call(self, call: Call, workspace: str, auth: str | None) -> httpx.Response:
+        headers = dict(call.headers)
+        if auth is not None:
+            headers["Authorization"] = auth
+        return self.client.request(call.method, call.url(workspace), headers=headers, json=call.json)
+
+    def state(self) -> tuple[Any, ...]:
+        """Everything a write could change, to prove a refused call changed nothing."""
+        s = self.service
+        return (
+            s.list_versions(OWNER, SECRET_WS, SECRET_FILE),
+            s.list_files(OWNER, SECRET_WS),
+            s.get_policy(OWNER, SECRET_WS),
+        )
+
+
+@pytest.fixture
+def matrix(service: MemoryService) -> Iterator[Matrix]:
+    accounts = service.accounts
+    for user in (OWNER, "mallory"):
+        accounts.add_user(user)
+    accounts.create_workspace(SECRET_WS, OWNER)
+    service.put_file(OWNER, SECRET_WS, SECRET_FILE, CIPHERTEXT, 0)
+    service.put_file(OWNER, SECRET_WS, MEMORY_PATH, CIPHERTEXT, 0)
+    revoked_id, revoked = accounts.create_token(OWNER, "old laptop")
+    accounts.revoke_token(revoked_id)
+    tokens = {
+        "owner": accounts.create_token(OWNER)[1],
+        "outsider": accounts.create_token("mallory")[1],
+        "revoked": revoked,
+    }
+    with asgi_client(create_app(service)) as client:
+        yield Matrix(service, client, tokens)
+
+
+def test_the_matrix_covers_every_route(matrix: Matrix) -> None:
+    spec = matrix.client.get("/openapi.json").json()
+    operations = {(m, p) for p, item in spec["paths"].items() for m in item}
+    assert operations == set(ROUTES) | set(UNSCOPED) | PUBLIC
+
+
+def test_the_owner_gets_in_everywhere(matrix: Matrix) -> None:
+    """The control: the matrix's calls are well-formed, so a 401/404 below is about access alone."""
+    for key, call in {**ROUTES, **UNSCOPED}.items():
+        response = matrix.call(call, SECRET_WS, f"Bearer {matrix.tokens['owner']}")
+        # the PUT moves the file to version 2, so the DELETE after it is a (well-formed) conflict
+        assert response.status_code in ((200, 409) if call.method == "DELETE" else (200,)), (key, response.text)
+
+
+UNAUTHENTICATED = {
+    "no header": None,
+    "empty header": "",
+    "bearer without token": "Bearer",
+    "basic scheme": "Basic b2xpdmlhOnB3",
+    "unknown token": "Bearer mf_thisTokenWasNeverIssued",
+    "revoked token": "revoked",
+}
+
+
+@pytest.mark.parametrize("case", list(UNAUTHENTICATED))
+def test_without_a_valid_token_every_route_is_401_and_says_nothing(matrix: Matrix, case: str) -> None:
+    auth = UNAUTHENTICATED[case]
+    if auth == "revoked":
+        auth = f"Bearer {matrix.tokens['revoked']}"
+    before = matrix.state()
+    for key, call in {**ROUTES, **UNSCOPED}.items():
+        real = matrix.call(call, SECRET_WS, auth)
+        unknown = matrix.call(call, "no-such-workspace", auth)
+        assert real.status_code == 401, (key, real.text)
+        assert real.json()["error"] == "unauthorized"
+        assert real.headers["www-authenticate"] == "Bearer"
+        assert real.content == unknown.content, key
+        assert not any(secret in real.text for secret in SECRETS), (key, real.text)
+    assert matrix.state() == before
+
+
+def test_a_non_member_sees_exactly_what_an_unknown_workspace_shows(matrix: Matrix) -> None:
+    auth = f"Bearer {matrix.tokens['outsider']}"
+    before = matrix.state()
+    for key, call in ROUTES.items():
+        real = matrix.call(call, SECRET_WS, auth)
+        unknown = matrix.call(call, "no-such-workspace", auth)
+        assert real.status_code == 404, (key, real.text)
+        assert real.json()["error"] == "not_found"
+        assert real.content == unknown.content, key
+        assert _headers(real) == _headers(unknown), key
+        assert not any(secret in real.text for secret in SECRETS), (key, real.text)
+    assert matrix.state() == before
+    listing = matrix.client.get("/api/v1/workspaces", headers={"Authorization": auth})
+    assert listing.json() == {"user": "mallory", "workspaces": []}
+
+
+def test_removed_member_and_revoked_token_take_effect_on_the_next_request(matrix: Matrix) -> None:
+    accounts = matrix.service.accounts
+    accounts.add_member(SECRET_WS, "mallory")
+    call = ROUTES[("get", "/api/v1/workspaces/{workspace_id}/memory/policy")]
+    auth = f"Bearer {matrix.tokens['outsider']}"
+    assert matrix.call(call, SECRET_WS, auth).status_code == 200
+    accounts.remove_member(SECRET_WS, "mallory")
+    assert matrix.call(call, SECRET_WS, auth).status_code == 404
+    accounts.add_member(SECRET_WS, "mallory")
+    for token in accounts.tokens("mallory"):
+        accounts.revoke_token(token.id)
+    assert matrix.call(call, SECRET_WS, auth).status_code == 401
+
+
+def _headers(response: httpx.Response) -> list[tuple[str, str]]:
+    return sorted((k, v) for k, v in response.headers.items() if k != "date")

@@ -1,0 +1,227 @@
+"""`memframe admin …` and `memframe serve`, as a person running a team's server uses them.
+
+Admin commands run in-process. `serve` runs as a real subprocess on a free
+port; the CLI then works against it with MEMFRAME_URL/MEMFRAME_TOKEN exactly
+as it does locally, and SIGTERM/SIGINT stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "team.db")
+
+
+def admin(capsys: pytest.CaptureFixture[str], db: str, *argv: str) -> tuple[int, str, str]:
+    return run(capsys, "admin", *argv, "--db", db)
+
+
+@pytest.fixture
+def team(capsys: pytest.CaptureFixture[str], db: str) -> dict[str, str]:
+    """alice owns `notes`, bob is a member; carol has a token but no membership."""
+    for user in ("alice", "bob", "carol"):
+        assert admin(capsys, db, "user", "add", user)[0] == 0
+    assert admin(capsys, db, "workspace", "create", "notes", "--owner", "alice")[0] == 0
+    assert admin(capsys, db, "member", "add", "notes", "bob")[0] == 0
+    return {user: admin(capsys, db, "token", "create", "--user", user)[1].strip() for user in ("alice", "carol")}
+
+
+# --- admin ----------------------------------------------------------------------------------
+
+
+def test_admin_users_workspaces_and_members(capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]) -> None:
+    assert admin(capsys, db, "user", "list")[1].split() == ["alice", "bob", "carol"]
+    code, _, err = admin(capsys, db, "user", "add", "alice")
+    assert code == EXIT_ERROR and err == "memframe: The user 'alice' already exists.\n"
+    assert admin(capsys, db, "workspace", "list")[1] == "notes  members: alice, bob\n"
+    assert admin(capsys, db, "member", "list", "notes")[1].split() == ["alice", "bob"]
+    assert admin(capsys, db, "member", "remove", "notes", "bob")[0] == 0
+    assert admin(capsys, db, "member", "list", "notes")[1].split() == ["alice"]
+    code, _, err = admin(capsys, db, "member", "remove", "notes", "bob")
+    assert code == EXIT_ERROR and "not a member" in err
+    code, _, err = admin(capsys, db, "workspace", "create", "bad name!", "--owner", "alice")
+    assert code == EXIT_ERROR and "not a workspace name" in err
+    code, _, err = admin(capsys, db, "member", "add", "notes", "nobody")
+    assert code == EXIT_ERROR and "no user 'nobody'" in err
+
+
+def test_tokens_are_shown_once_listed_without_secrets_and_revocable(
+    capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]
+) -> None:
+    code, out, err = admin(capsys, db, "token", "create", "--user", "bob", "--label", "bob's laptop")
+    token = out.strip()
+    assert code == 0 and re.fullmatch(r"mf_[A-Za-z0-9_-]{40,}", token)
+    assert "shown only this once" in err and token not in err
+    code, out, _ = admin(capsys, db, "token", "list", "--user", "bob")
+    assert token not in out and "bob's laptop" in out and "active" in out
+    token_id = out.splitlines()[1].split()[0]
+    assert admin(capsys, db, "token", "revoke", token_id)[0] == 0
+    assert "revoked" in admin(capsys, db, "token", "list", "--user", "bob")[1]
+    code, _, err = admin(capsys, db, "token", "revoke", token_id)
+    assert code == EXIT_ERROR and "no active token" in err
+    all_tokens = admin(capsys, db, "token", "list")[1]
+    assert not any(t in all_tokens for t in team.values())
+    code, _, err = admin(capsys, db, "token", "create", "--user", "nobody")
+    assert code == EXIT_ERROR and err.count("\n") == 1
+
+
+def test_admin_never_creates_a_database_by_mistake(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    for argv in (("user", "list"), ("workspace", "list"), ("token", "list")):
+        code, _, err = admin(capsys, str(missing), *argv)
+        assert code == EXIT_ERROR and "There is no database" in err
+    assert not missing.exists()
+    code, _, _ = run(capsys, "admin", "user", "list")
+    assert code == 2  # --db is required without $MEMFRAME_DB
+
+
+# --- serve ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    url: str
+
+    def stop(self, sig: signal.Signals) -> tuple[int, str, str]:
+        self.process.send_signal(sig)
+        out, err = self.process.communicate(timeout=20)
+        return self.process.returncode, out, err
+
+
+@contextmanager
+def serving(db: str) -> Iterator[Server]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memframe", "serve", "--db", db, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:\d+) ", first)
+        if found is None:
+            process.kill()
+            out, err = process.communicate(timeout=20)
+            raise AssertionError(f"serve did not start: {first}{out}{err}")
+        yield Server(process, found.group(1))
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=20)
+
+
+@pytest.mark.server
+def test_the_cli_works_against_a_served_workspace_then_sigterm_stops_it(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    db: str,
+    team: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    memory = tmp_path / "m.md"
+    with serving(db) as server:
+        monkeypatch.setenv("MEMFRAME_URL", server.url)
+        monkeypatch.setenv("MEMFRAME_TOKEN", team["alice"])
+        monkeypatch.setenv("MEMFRAME_WORKSPACE", "notes")
+
+        code, out, err = run(capsys, "init")
+        assert code == 0 and server.url in out and "key created" in out, err
+        memory.write_text("# Memory\n- the harbour code is 4711\n", encoding="utf-8")
+        assert run(capsys, "save", str(memory), "--base", "0")[1].startswith("Saved version 1 ")
+        memory.write_text("# Memory\n- the harbour code is 4711\n- tea, no sugar\n", encoding="utf-8")
+        assert run(capsys, "save", str(memory), "--base", "1")[1].startswith("Saved version 2 ")
+        code, _, err = run(capsys, "save", str(memory), "--base", "1")
+        assert code == EXIT_CONFLICT and "now version 2" in err
+
+        code, out, _ = run(capsys, "show")
+        assert code == 0 and f"workspace notes · {server.url}" in out and "- tea, no sugar" in out
+        assert [line.split()[0] for line in run(capsys, "history")[1].splitlines()[1:]] == ["2", "1"]
+        assert "+- tea, no sugar" in run(capsys, "diff", "1", "2")[1]
+        assert "Restored revision 1's text as version 3." in run(capsys, "undo", "1", "--base", "2")[1]
+        assert "clear generation is now 1" in run(capsys, "clear", "--base", "3")[1]
+        assert run(capsys, "mode", "auto")[1].startswith("Auto (policy revision 1)")
+        code, _, err = run(capsys, "mode", "off", "--expected-revision", "0")
+        assert code == EXIT_CONFLICT and "now auto, revision 1" in err
+        assert run(capsys, "show", "--text-only")[1] == ""
+
+        # what a person sees when something is wrong: one line, no token, no traceback
+        code, _, err = run(capsys, "show", "--token", "mf_wrong")
+        assert code == EXIT_ERROR and "needs a valid token" in err and "mf_wrong" not in err
+        code, _, err = run(capsys, "init", "--workspace", "notes2", "--token", team["carol"])
+        assert code == EXIT_ERROR and err == "memframe: No such workspace, or you are not a member of it.\n"
+        code, _, err = run(capsys, "init", "--workspace", "other", "--remote", server.url + "/oops")
+        assert code == EXIT_ERROR and "is the server URL right?" in err
+
+        # admin works on the live database: a new token works on the next request
+        fresh = admin(capsys, db, "token", "create", "--user", "bob")[1].strip()
+        monkeypatch.setenv("MEMFRAME_TOKEN", fresh)
+        assert run(capsys, "history", "--limit", "1")[1].splitlines()[1].split()[0] == "4"
+
+        code, out, err = server.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert "memframe stopped on SIGTERM; the database is closed." in out
+    assert "Traceback" not in err and "Shutting down" in err
+    log = out + err
+    assert '"PUT /api/v1/workspaces/notes/files/.zudotext/memory/MEMORY.md HTTP/1.1" 200' in log
+    assert "4711" not in log and "harbour" not in log and team["alice"] not in log and fresh not in log
+    code, _, err = run(capsys, "show")
+    assert code == EXIT_ERROR and "Cannot reach the memory server" in err and "nothing was changed" in err
+
+
+@pytest.mark.server
+def test_sigint_stops_the_server_cleanly(db: str, team: dict[str, str]) -> None:
+    with serving(db) as server:
+        code, out, err = server.stop(signal.SIGINT)
+    assert code == 0 and "memframe stopped on SIGINT" in out
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+
+
+def test_serve_refuses_a_database_from_a_newer_memframe(
+    capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]
+) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', 0)")
+    conn.close()
+    code, out, err = run(capsys, "serve", "--db", db, "--port", "0")
+    assert code == EXIT_ERROR and out == ""
+    assert err.count("\n") == 1 and "written by a newer memframe" in err and "upgrade memframe" in err
+
+
+def test_serve_says_so_when_the_port_is_taken(
+    capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        code, out, err = run(capsys, "serve", "--db", db, "--port", str(taken.getsockname()[1]))
+    assert code == EXIT_ERROR and out == ""
+    assert err.startswith("memframe: Cannot listen on 127.0.0.1:") and err.count("\n") == 1
