@@ -1,0 +1,97 @@
+"""The Memory frame's App: thin on purpose.
+
+It builds the shared `DocumentState`, shows the main screen, routes Quit
+through the main screen's "settle the draft first" flow, and offers every
+binding in the command palette. The CLI, the snapshot tests and the
+screenshot command all build it with `build_app`, so what is tested is what
+people run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from typing import ClassVar
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from memframe.backend.base import Backend
+from memframe.backend.save_state import SaveState
+from memframe.tui.memory import MemoryScreen
+from memframe.tui.state import DocumentState
+
+Clock = Callable[[], float]
+
+
+class MemoryFrameApp(App[int]):
+    """Edit one workspace's memory through one Backend."""
+
+    CSS_PATH = "memframe.tcss"
+    TITLE = "memframe"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
+                id="memframe.quit"),
+    ]  # fmt: skip
+
+    def __init__(
+        self, backend: Backend, *, clock: Clock = time.time, syntax: bool | None = None, cursor_blink: bool = True
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.clock = clock
+        # The backend's SaveState is what X-Memory-State reads; the frame tracks its saves there too.
+        save_state = getattr(backend, "save_state", None) or SaveState()
+        self.state = DocumentState(save_state, backend.workspace_id, backend.location)
+        self._screen_options = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink}
+        self.sub_title = f"Memory · {backend.workspace_id}"
+
+    def get_default_screen(self) -> Screen:
+        return MemoryScreen(self.backend, self.state, **self._screen_options)  # type: ignore[arg-type]
+
+    @property
+    def memory_screen(self) -> MemoryScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MemoryScreen):
+                return screen
+        return None
+
+    async def action_quit(self) -> None:
+        """Quit never drops a draft silently: the main screen settles it first."""
+        screen = self.memory_screen
+        if screen is None:
+            self.exit(0)
+        else:
+            screen.request_leave()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's own commands, plus every memframe binding active on `screen`."""
+        yield from super().get_system_commands(screen)
+        seen = {"memframe.quit"}  # Textual already offers Quit, and routes it to action_quit
+        for active in screen.active_bindings.values():
+            binding = active.binding
+            if not (binding.id or "").startswith("memframe.") or binding.id in seen or not active.enabled:
+                continue
+            seen.add(binding.id or "")
+            help_text = f"{binding.tooltip or binding.description} ({self.get_key_display(binding)})"
+            yield SystemCommand(binding.description, help_text, partial(self.run_action, binding.action, active.node))
+
+
+def build_app(
+    backend: Backend, *, clock: Clock | None = None, syntax: bool | None = None, cursor_blink: bool = True
+) -> MemoryFrameApp:
+    """The one way to make the frame. Tests pass a frozen clock, no highlighting and no blinking
+    cursor so snapshots are byte-stable; people get the defaults."""
+    return MemoryFrameApp(backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink)
+
+
+def run_frame(backend: Backend) -> int:
+    """Run the frame in this terminal until the person quits; closes the backend; returns an exit code."""
+    app = build_app(backend)
+    try:
+        app.run()
+    finally:
+        backend.close()
+    return app.return_code or 0

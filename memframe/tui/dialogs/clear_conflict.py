@@ -1,0 +1,60 @@
+"""A Clear that lost the race: nothing was cleared; offer an explicit Retry Clear, never an automatic one."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Static
+
+from memframe.core.types import MemoryDocument, Policy
+from memframe.tui.text import human_size, when, who
+
+
+class ClearConflict(ModalScreen[bool]):
+    """Dismisses True for Retry Clear against the newer version, False to keep the newer text."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "answer(True)", "Retry Clear", id="memframe.clear.retry"),
+        Binding("escape,k", "answer(False)", "Keep newer text", id="memframe.clear.keep"),
+    ]
+
+    def __init__(self, server: MemoryDocument, policy: Policy | None, *, now: float) -> None:
+        super().__init__(classes="dialog")
+        self.server = server
+        self.policy = policy
+        self.now = now
+
+    def compose(self) -> ComposeResult:
+        newer = self.server.version
+        by = ""
+        if self.server.info is not None:
+            by = f" by {who(self.server.info)}, {when(self.server.info.created_at, self.now)}"
+        generation = "" if self.policy is None else f" The clear generation is still {self.policy.clear_generation}."
+        with Vertical(classes="dialog-box"):
+            yield Static("Nothing was cleared", classes="dialog-title")
+            yield Static(
+                f"Version {newer} was written first{by}. Your Clear named an older version, so nothing was "
+                f"written and older automatic work was not fenced.{generation} The newer text, now in the "
+                f"editor ({human_size(len(self.server.text.encode()))}):"
+            )
+            with VerticalScroll(classes="pane"):
+                yield Static(self.server.text or "(empty)", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"Retry Clear against version {newer}", id="retry", variant="error")
+                yield Button("Keep the newer text", id="keep", variant="primary")
+
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#keep", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "retry")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

@@ -1,0 +1,60 @@
+"""The Clear confirmation, stating the contract's honest boundary before anything is written."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Static
+
+from memframe.tui.text import human_size
+
+
+class ConfirmClear(ModalScreen[bool]):
+    """Dismisses True only when the person chose Clear; Cancel has the focus."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,n", "answer(False)", "Cancel", id="memframe.clear.cancel"),
+    ]
+
+    def __init__(self, workspace_id: str, base_version: int, size: int) -> None:
+        super().__init__(classes="dialog")
+        self.workspace_id = workspace_id
+        self.base_version = base_version
+        self.saved_size = size
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog-box"):
+            yield Static(f"Clear the memory of {self.workspace_id}?", classes="dialog-title")
+            if self.base_version:
+                first = (
+                    f"• Version {self.base_version} ({human_size(self.saved_size)}) is replaced by an empty "
+                    "revision. It stays in Changes, where you can restore it.\n"
+                )
+            else:
+                first = "• The memory was never saved; Clear writes an empty first revision.\n"
+            yield Static(
+                first + "• Older automatic work is fenced: anything the Assistant was admitted to capture before "
+                "this Clear is refused.\n"
+                "• Conversation history is NOT deleted: an open conversation can still see what was said "
+                "earlier.\n"
+                "• If someone writes first, nothing is cleared and you are asked again."
+            )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Clear memory", id="clear", variant="error")
+                yield Button("Cancel", id="cancel")
+
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "clear")
+
+    def action_answer(self, answer: bool) -> None:
+        self.dismiss(answer)

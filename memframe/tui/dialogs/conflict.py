@@ -1,0 +1,91 @@
+"""The conflict view: the server's newer text beside yours, the diff below, and an explicit choice.
+
+Shown when a Save or an Undo lost the race. Nothing was written; nothing is
+retried for you. "Keep editing" leaves the draft and its old base alone (a
+later Save conflicts again rather than overwrite silently); "over" writes
+against the newer version only because the person said so.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Footer, Static
+
+from memframe.core.types import MemoryDocument
+from memframe.tui.text import diff_text, when, who
+
+ConflictChoice = Literal["edit", "overwrite", "discard"]
+
+
+class ConflictScreen(ModalScreen[ConflictChoice]):
+    """Dismisses with "edit" (keep editing), "overwrite" (write over the newer version) or "discard"."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,e", "choose('edit')", "Keep editing", id="memframe.conflict.edit"),
+        Binding("o", "choose('overwrite')", "Write over newer", id="memframe.conflict.overwrite"),
+        Binding("d", "choose('discard')", "Discard mine", id="memframe.conflict.discard"),
+    ]
+
+    def __init__(
+        self, server: MemoryDocument, mine: str, base_version: int, *, now: float, revision: int | None = None
+    ) -> None:
+        super().__init__(classes="dialog")
+        self.server = server
+        self.mine = mine
+        self.base_version = base_version
+        self.now = now
+        self.revision = revision  # set when an Undo of this revision lost the race
+
+    def compose(self) -> ComposeResult:
+        newer = self.server.version
+        if self.revision is None:
+            mine_label = f"Your draft (based on version {self.base_version})"
+            overwrite = f"Save my draft over version {newer}"
+            edit, discard = "Keep editing", f"Discard my draft, take version {newer}"
+            lead = f"Someone else saved version {newer} first. Nothing was written; your draft is kept."
+            if self.server.deleted:
+                lead = f"The document was deleted (version {newer}). Nothing was written; your draft is kept."
+                overwrite = "Save my draft, restoring the document"
+        else:
+            mine_label = f"Revision {self.revision} (what Undo restores)"
+            overwrite = f"Restore revision {self.revision} over version {newer}"
+            edit, discard = f"Edit revision {self.revision}'s text", f"Keep version {newer}"
+            lead = f"Version {newer} was written first, so revision {self.revision} was not restored."
+        by = ""
+        if self.server.info is not None:
+            by = f" — {who(self.server.info)}, {when(self.server.info.created_at, self.now)}"
+        deleted = " (the document was deleted; writing restores it)" if self.server.deleted else ""
+        with Vertical(classes="dialog-box wide"):
+            yield Static("Conflict: the memory changed on the server", classes="dialog-title")
+            yield Static(lead)
+            with Horizontal(id="conflict-panes"):
+                with VerticalScroll(classes="pane"):
+                    yield Static(f"Version {newer} on the server{by}{deleted}", classes="pane-title")
+                    yield Static(self.server.text or "(empty)", markup=False)
+                with VerticalScroll(classes="pane"):
+                    yield Static(mine_label, classes="pane-title")
+                    yield Static(self.mine or "(empty)", markup=False)
+            with VerticalScroll(id="conflict-diff", classes="pane"):
+                yield Static(f"What changes if yours is written (version {newer} → yours)", classes="pane-title")
+                yield Static(diff_text(self.server.text, self.mine, f"version {newer}", "yours"))
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(edit, id="edit", variant="primary")
+                yield Button(overwrite, id="overwrite", variant="warning")
+                yield Button(discard, id="discard", variant="error")
+
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#edit", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_choose(event.button.id or "edit")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice if choice in ("overwrite", "discard") else "edit")  # type: ignore[arg-type]

@@ -1,0 +1,87 @@
+"""Messages that carry a worker thread's outcome back to the UI thread.
+
+Gathered in one place (as toolong does) so a reader sees every way a
+backend result can re-enter the app. Each carries a `ticket` so a flow that
+is waiting for exactly this reply can be woken when its handler has applied it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual.message import Message
+
+from memframe.tui.calls import HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
+from memframe.tui.state import WriteOutcome
+
+
+class Reply(Message, bubble=False):
+    """Base: the outcome of one backend call, addressed to whoever started it."""
+
+    def __init__(self, ticket: int) -> None:
+        super().__init__()
+        self.ticket = ticket
+
+
+class Loaded(Reply):
+    def __init__(self, ticket: int, outcome: LoadOutcome) -> None:
+        super().__init__(ticket)
+        self.outcome = outcome
+
+
+class WriteFinished(Reply):
+    def __init__(self, ticket: int, outcome: WriteOutcome) -> None:
+        super().__init__(ticket)
+        self.outcome = outcome
+
+
+class ModeSet(Reply):
+    def __init__(self, ticket: int, outcome: ModeOutcome) -> None:
+        super().__init__(ticket)
+        self.outcome = outcome
+
+
+class PageLoaded(Reply):
+    def __init__(self, ticket: int, page: HistoryPage) -> None:
+        super().__init__(ticket)
+        self.page = page
+
+
+class DiffReady(Reply):
+    def __init__(self, ticket: int, diff: RevisionDiff, rendered: Text | None) -> None:
+        super().__init__(ticket)
+        self.diff = diff
+        self.rendered = rendered
+
+
+class Tickets:
+    """Futures for replies a flow awaits, resolved after the reply's handler applied it.
+
+    A flow (an async worker) asks for a ticket, starts a thread worker with it,
+    and awaits the future; the message handler applies the outcome to the shared
+    state first, then resolves the future, so the flow always reads applied state.
+    """
+
+    def __init__(self) -> None:
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+
+    def issue(self) -> int:
+        self._next += 1
+        return self._next
+
+    def wait(self, ticket: int) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[ticket] = future
+        return future
+
+    def latest(self, ticket: int) -> bool:
+        """Is this the newest ticket issued? Older replies (superseded requests) are dropped."""
+        return ticket == self._next
+
+    def resolve(self, ticket: int, value: Any) -> None:
+        future = self._waiting.pop(ticket, None)
+        if future is not None and not future.done():
+            future.set_result(value)

@@ -1,0 +1,289 @@
+"""`python -m memframe.tui.screenshots DIR`: SVG screenshots of the frame's main states.
+
+Each state is a `Scenario`: how to seed the workspace, then what a person
+(and a second client racing them) does in the frame. The snapshot tests run
+these same scenarios through `snap_compare`, so the README's pictures and the
+tested states cannot drift apart. Everything is fixed: a temporary
+MEMFRAME_HOME, a frozen clock, UTC, the terminal size, and no cursor blink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from textual.pilot import Pilot
+from textual.screen import ModalScreen
+from textual.widgets import TextArea
+from textual.worker import WorkerCancelled, WorkerFailed
+
+from memframe.backend.base import Backend
+from memframe.core.errors import Unavailable
+from memframe.core.types import Mode
+from memframe.tui.app import MemoryFrameApp, build_app
+
+SIZE = (100, 30)
+FROZEN_NOW = 1_798_000_000.0  # 2026-12-23 04:26:40 UTC, as the test suite's FakeClock
+
+SAMPLE = """# Workspace memory
+
+## People
+- Aiko prefers short answers; Japanese for chat, English for code review.
+- Ben is on leave until 14 January.
+
+## Project
+- The release branch is `release/2.4`; releases are cut on Thursdays.
+- The staging database is read-only for the Assistant.
+
+## Conventions
+- Dates in ISO format (2026-12-22).
+- Never rename files under `docs/legal/`.
+"""
+
+
+class FrozenClock:
+    """The time the frame (and the seeded revisions) believe it is."""
+
+    def __init__(self, now: float = FROZEN_NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Outage:
+    """A Backend that is unreachable while `down`: every call raises Unavailable, as offline does."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if name in ("close",) or not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise Unavailable("The memory service cannot be reached (offline); nothing was changed.")
+            return attr(*args, **kwargs)
+
+        return call
+
+
+class SettableClock(Protocol):
+    now: float
+
+    def __call__(self) -> float: ...
+
+
+@dataclass
+class Stage:
+    """One workspace: the frame's backend (behind an Outage switch) and another client racing it."""
+
+    frame: Outage
+    other: Backend
+    clock: SettableClock
+
+    def app(self) -> MemoryFrameApp:
+        return build_app(self.frame, clock=self.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Wait until no backend call is in flight and no flow is between steps (never a sleep).
+
+    A flow that waits for a dialog counts as settled: the person has to act next.
+    """
+
+    def busy() -> tuple[list[Any], bool]:
+        workers = list(pilot.app.workers)
+        io = [w for w in workers if w.group.startswith("io") and not w.is_finished]
+        flowing = any(w.group == "flow" and not w.is_finished for w in workers)
+        try:
+            asking = isinstance(pilot.app.screen, ModalScreen)
+        except Exception:  # the app has exited: nothing is left to wait for
+            return [], False
+        return io, flowing and not asking
+
+    for _ in range(200):
+        io, _ = busy()
+        if io:
+            # The app may exit (cancelling calls) or a call may fail: outcomes, not hangs.
+            with contextlib.suppress(WorkerCancelled, WorkerFailed):
+                await pilot.app.workers.wait_for_complete(io)
+        await pilot.pause()  # let replies' handlers and resumed flows run; they may start more calls
+        if busy() == ([], False):
+            return
+
+
+async def type_text(pilot: Pilot[Any], text: str) -> None:
+    """Type at the cursor, as the editor's keystrokes would (one insert, so screenshots stay quick)."""
+    pilot.app.screen.query_one(TextArea).insert(text)
+    await pilot.pause()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    seed: Callable[[Stage], None]
+    drive: Callable[[Pilot[Any], Stage], Awaitable[None]]
+
+
+def _seed_sample(stage: Stage) -> None:
+    stage.other.save(SAMPLE, 0)
+
+
+async def _open(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+
+
+async def _edit(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("ctrl+end")
+    await type_text(pilot, "- Aiko is presenting on Friday.")
+    await settle(pilot)
+
+
+def _seed_oversized(stage: Stage) -> None:
+    lines = [f"- Meeting note {i}: decisions, owners and follow-ups from the weekly sync." for i in range(120)]
+    stage.other.save(SAMPLE + "\n## Meeting notes\n" + "\n".join(lines) + "\n", 0)
+
+
+async def _conflict(pilot: Pilot[Any], stage: Stage) -> None:
+    await _edit(pilot, stage)
+    newer = SAMPLE.replace("Ben is on leave until 14 January.", "Ben is back; ask him about billing.")
+    stage.other.save(newer, 1)
+    await pilot.press("ctrl+s")
+    await settle(pilot)
+
+
+async def _save_discard_cancel(pilot: Pilot[Any], stage: Stage) -> None:
+    await _edit(pilot, stage)
+    await pilot.press("ctrl+q")
+    await settle(pilot)
+
+
+async def _clear_conflict(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    stage.other.save(SAMPLE + "- Added from the other window a moment ago.\n", 1)
+    await pilot.press("ctrl+l")
+    await settle(pilot)
+    await pilot.press("shift+tab", "enter")  # from Cancel to "Clear memory"
+    await settle(pilot)
+
+
+def _seed_history(stage: Stage) -> None:
+    stage.other.save(SAMPLE, 0)
+    stage.clock.now += 3600
+    stage.other.save(SAMPLE.replace("Thursdays", "Wednesdays") + "- Prefer pytest over unittest.\n", 1)
+    stage.clock.now += 3600
+    stage.other.clear(2)
+    stage.clock.now += 600
+    stage.other.undo(2, 3)
+    stage.clock.now += 1200
+
+
+async def _changes(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("ctrl+g")
+    await settle(pilot)
+    await pilot.press("down", "down")  # revision 2: the edit
+    await settle(pilot)
+
+
+async def _mode_conflict(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    stage.other.set_policy(Mode.AUTO, 0)  # someone switches to Auto while the frame shows Read only
+    await pilot.press("ctrl+o")
+    await settle(pilot)
+    await pilot.press("up", "enter")  # choose Off against the stale revision
+    await settle(pilot)
+
+
+async def _offline(pilot: Pilot[Any], stage: Stage) -> None:
+    await _edit(pilot, stage)
+    stage.frame.down = True
+    await pilot.press("ctrl+s")
+    await settle(pilot)
+
+
+async def _preview(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("ctrl+t")
+    await settle(pilot)
+
+
+SCENARIOS = [
+    Scenario("empty", "A new workspace: nothing saved yet", lambda stage: None, _open),
+    Scenario("editing", "Editing, with unsaved changes", _seed_sample, _edit),
+    Scenario("preview", "The rendered Markdown preview", _seed_sample, _preview),
+    Scenario("oversized", "Over 8 KiB: kept intact, not recalled, capture refused", _seed_oversized, _open),
+    Scenario("conflict", "Save lost the race: newer text beside the draft, with a diff", _seed_sample, _conflict),
+    Scenario("save_discard_cancel", "Quitting with unsaved changes", _seed_sample, _save_discard_cancel),
+    Scenario("clear_conflict", "Clear lost the race: nothing cleared, explicit Retry", _seed_sample, _clear_conflict),
+    Scenario("changes", "Changes: revisions and the diff of one", _seed_history, _changes),
+    Scenario("mode_conflict", "The mode was changed elsewhere first", _seed_sample, _mode_conflict),
+    Scenario("offline", "Save while offline: the draft stays, nothing queued", _seed_sample, _offline),
+]
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+async def screenshot(stage: Stage, scenario: Scenario) -> str:
+    """Seed, open the frame at SIZE, drive the scenario, and return the SVG."""
+    scenario.seed(stage)
+    app = stage.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await scenario.drive(pilot, stage)
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
+        return app.export_screenshot(title=f"memframe — {scenario.description}")
+
+
+def _local_stage(home: Path, workspace: str) -> Stage:
+    """A fresh local workspace whose embedded database runs on the frozen clock."""
+    from memframe.backend.workspaces import init_local_workspace, open_backend
+
+    init_local_workspace(workspace)
+    clock = FrozenClock()
+    frame, other = open_backend(workspace), open_backend(workspace)
+    for backend in (frame, other):
+        # Revisions carry the database's clock; pin it so the pictures do not change run to run.
+        backend.store.service.db.clock = clock  # type: ignore[attr-defined]
+    return Stage(Outage(frame), other, clock)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m memframe.tui.screenshots", description=__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--only", nargs="*", choices=sorted(BY_NAME), help="just these states")
+    args = parser.parse_args(argv)
+    args.directory.mkdir(parents=True, exist_ok=True)
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    for scenario in [BY_NAME[n] for n in args.only] if args.only else SCENARIOS:
+        with tempfile.TemporaryDirectory(prefix="memframe-shot-") as home:
+            os.environ["MEMFRAME_HOME"] = home
+            stage = _local_stage(Path(home), "default")
+            try:
+                svg = asyncio.run(screenshot(stage, scenario))
+            finally:
+                stage.frame.close()
+                stage.other.close()
+        target = args.directory / f"{scenario.name}.svg"
+        target.write_text(svg, encoding="utf-8")
+        print(f"{target}: {scenario.description}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,207 @@
+"""The document as the frame holds it: one plain object that every screen shares.
+
+Widgets show this state; they never own it. It has no Textual import so it can
+be read (and tested) without a running app. What this client has *saved* is
+tracked by the backend's `SaveState`, the same object X-Memory-State reads, so
+the frame and an Assistant send can never disagree about the acknowledged
+version. An unsaved draft lives only here and is never reported anywhere.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from memframe.backend.save_state import SaveState
+from memframe.core.errors import MemframeError, VersionConflict
+from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
+
+
+class WriteKind(enum.StrEnum):
+    """The three human writes; each is one direct upload against a base version."""
+
+    SAVE = "save"
+    CLEAR = "clear"
+    UNDO = "undo"
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One write as the frame asks for it: what, against which version."""
+
+    kind: WriteKind
+    base_version: int
+    text: str = ""  # the text to save (a Clear writes nothing else; an Undo reads its revision)
+    revision: int | None = None  # Undo: the revision whose text is restored
+    revive: bool = False  # Save over a deleted document, chosen explicitly
+
+    @classmethod
+    def save(cls, text: str, base_version: int, *, revive: bool = False) -> WriteRequest:
+        return cls(WriteKind.SAVE, base_version, text, revive=revive)
+
+    @classmethod
+    def clear(cls, base_version: int) -> WriteRequest:
+        return cls(WriteKind.CLEAR, base_version)
+
+    @classmethod
+    def undo(cls, revision: int, base_version: int) -> WriteRequest:
+        return cls(WriteKind.UNDO, base_version, revision=revision)
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What came back: the exact acknowledged version, or why nothing was written.
+
+    On a conflict `server` is the newer document (when it could be read) and
+    `text` is what this write would have put there, so a conflict view can
+    show both without another round trip.
+    """
+
+    request: WriteRequest
+    text: str
+    info: VersionInfo | None = None
+    error: MemframeError | None = None
+    server: MemoryDocument | None = None
+    policy: Policy | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.info is not None
+
+    @property
+    def conflict(self) -> bool:
+        return isinstance(self.error, VersionConflict)
+
+
+class DocumentState:
+    """Draft, base version, server text, dirty flag, in-flight write, last message."""
+
+    def __init__(self, save_state: SaveState, workspace_id: str = "", location: str = "") -> None:
+        self.save_state = save_state
+        self.workspace_id = workspace_id
+        self.location = location
+        self.loaded = False
+        #: The text of `base_version` exactly as the server holds it.
+        self.server_text = ""
+        #: The server version the draft is based on; writes name it as X-Base-Version.
+        self.base_version = 0
+        self.deleted = False
+        self.draft = ""
+        self.policy: Policy | None = None
+        #: The write this frame has asked for and not yet heard back about.
+        self.writing: WriteRequest | None = None
+        #: A newer server document that refused our last write, until resolved.
+        self.conflict: MemoryDocument | None = None
+        #: One line for the person: the last failure (error=True) or success.
+        self.message = ""
+        self.message_is_error = False
+
+    # --- what the status bar reads ---------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """Unsaved changes: the draft differs from the text of the base version."""
+        return self.draft != self.server_text
+
+    @property
+    def size(self) -> int:
+        return utf8_size(self.draft)
+
+    @property
+    def oversized(self) -> bool:
+        return self.size > MEMORY_RECALL_MAX_BYTES
+
+    @property
+    def saved_oversized(self) -> bool:
+        return utf8_size(self.server_text) > MEMORY_RECALL_MAX_BYTES
+
+    @property
+    def in_flight(self) -> bool:
+        """A write is underway: asked for here, or already inside the backend."""
+        return self.writing is not None or self.save_state.in_flight
+
+    @property
+    def acknowledged_version(self) -> int | None:
+        """This client's last acknowledged write, read from the shared SaveState."""
+        last = self.save_state.last
+        return last.version if last.kind == "saved" else None
+
+    @property
+    def mode(self) -> Mode | None:
+        return None if self.policy is None else self.policy.mode
+
+    # --- transitions -------------------------------------------------------------------------
+
+    def say(self, message: str, *, error: bool = False) -> None:
+        self.message = message
+        self.message_is_error = error
+
+    def edit(self, text: str) -> None:
+        self.draft = text
+
+    def adopt(self, doc: MemoryDocument) -> None:
+        """Take the server's document as both base and draft (load, reload, discard)."""
+        self.loaded = True
+        self.server_text = doc.text
+        self.base_version = doc.version
+        self.deleted = doc.deleted
+        self.draft = doc.text
+        self.conflict = None
+
+    def discard(self) -> None:
+        """Drop the draft; the editor goes back to the base version's text."""
+        self.draft = self.server_text
+        self.say(f"Discarded your changes; showing version {self.base_version}.")
+
+    def begin(self, request: WriteRequest) -> None:
+        self.writing = request
+
+    def finish(self, outcome: WriteOutcome) -> None:
+        """Apply a write's outcome. Only success moves the base version; a failure keeps the draft."""
+        self.writing = None
+        kind = outcome.request.kind
+        if outcome.info is not None:
+            self.server_text = outcome.text
+            self.base_version = outcome.info.version
+            self.deleted = False
+            self.conflict = None
+            if kind is not WriteKind.SAVE:
+                self.draft = outcome.text
+            self.say(_success(outcome))
+            return
+        error = outcome.error
+        if outcome.conflict and outcome.server is not None:
+            self.conflict = outcome.server
+            if kind is WriteKind.CLEAR:
+                # The draft was resolved before the Clear, so showing the newer text loses nothing.
+                self.adopt(outcome.server)
+                self.conflict = outcome.server
+        self.say(_failure(outcome, error), error=True)
+
+
+def _success(outcome: WriteOutcome) -> str:
+    assert outcome.info is not None
+    version = outcome.info.version
+    kind = outcome.request.kind
+    if kind is WriteKind.CLEAR:
+        generation = "" if outcome.policy is None else f"; clear generation is now {outcome.policy.clear_generation}"
+        return (
+            f"Cleared: version {version} is empty{generation}. Older automatic work is fenced; "
+            "conversation history is not deleted."
+        )
+    if kind is WriteKind.UNDO:
+        return f"Restored revision {outcome.request.revision} as version {version}."
+    return f"Saved: the server acknowledged version {version}."
+
+
+def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
+    kind = outcome.request.kind
+    verb = {WriteKind.SAVE: "Not saved", WriteKind.CLEAR: "Not cleared", WriteKind.UNDO: "Not restored"}[kind]
+    reason = str(error) if error is not None else "unknown failure"
+    if isinstance(error, VersionConflict):
+        newer = error.current_version
+        if kind is WriteKind.CLEAR:
+            return f"{verb}: version {newer} was written first; nothing was cleared. Retry Clear explicitly."
+        return f"{verb}: version {newer} is newer on the server. Your draft is kept; ctrl+s to review."
+    keep = "Your draft is kept here" if kind is WriteKind.SAVE else "Nothing changed"
+    return f"{verb}: {reason} {keep}; nothing is queued."

@@ -1,0 +1,77 @@
+"""What a person sees at a glance: where the memory lives, which version, unsaved or not, how big.
+
+Three small widgets, each drawn entirely from `DocumentState`, so whatever
+the flows do, the screen cannot show a version or a dirty flag the state
+does not hold.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from memframe.core.types import MEMORY_RECALL_MAX_BYTES
+from memframe.tui.state import DocumentState, WriteKind
+from memframe.tui.text import OVERSIZED_EXPLANATION, short_location, size_meter
+
+_SEP = ("  ·  ", "dim")
+
+
+class StatusBar(Static):
+    """Workspace and backend; base version, unsaved marker, mode and the size meter."""
+
+    def show(self, state: DocumentState) -> None:
+        mode = state.mode.label if state.mode is not None else "unknown"
+        first = Text.assemble(
+            ("Workspace ", "dim"), (state.workspace_id, "bold"), _SEP,
+            (short_location(state.location), ""), _SEP,
+            ("Mode ", "dim"), (mode, "bold"),
+        )  # fmt: skip
+        second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))
+        if state.conflict is not None and state.dirty:
+            second.append_text(Text.assemble(_SEP, (f"⚠ version {state.conflict.version} is newer", "bold red")))
+        self.update(Text("\n").join([first, second]))
+
+
+def _version(state: DocumentState) -> Text:
+    if not state.loaded:
+        return Text("Not loaded", style="bold red")
+    if state.base_version == 0:
+        return Text("Never saved (version 0)")
+    deleted = " (deleted)" if state.deleted else ""
+    return Text.assemble(("Version ", "dim"), (f"{state.base_version}{deleted}", "bold"))
+
+
+def _marker(state: DocumentState) -> Text:
+    if state.writing is not None:
+        verb = {WriteKind.SAVE: "Saving", WriteKind.CLEAR: "Clearing", WriteKind.UNDO: "Restoring"}
+        return Text(f"{verb[state.writing.kind]}…", style="bold yellow")
+    if state.dirty:
+        return Text("● Unsaved changes", style="bold yellow")
+    if not state.loaded:
+        return Text("–", style="dim")
+    return Text("✓ Saved", style="green") if state.base_version else Text("Nothing to save yet", style="dim")
+
+
+class SizeWarning(Static):
+    """Shown only when the draft (or the saved version) is over the recall bound; says what that means."""
+
+    def show(self, state: DocumentState) -> None:
+        if state.oversized:
+            over = state.size - MEMORY_RECALL_MAX_BYTES
+            self.update(f"⚠ Oversized by {over:,} bytes. {OVERSIZED_EXPLANATION} Nothing is cut for you.")
+        elif state.saved_oversized:
+            self.update(
+                f"⚠ The saved version {state.base_version} is oversized and is not recalled. "
+                "Save this shorter draft to fix it."
+            )
+        self.display = state.oversized or state.saved_oversized
+
+
+class MessageLine(Static):
+    """The last success or failure, in words; a failure stays until something else happens."""
+
+    def show(self, state: DocumentState) -> None:
+        self.update(state.message)
+        self.set_class(state.message_is_error, "-error")
+        self.display = bool(state.message)

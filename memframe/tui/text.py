@@ -1,0 +1,108 @@
+"""Diffs, sizes, times and places, worded the way a person reads them.
+
+Pure functions (Rich `Text` at most, no widgets), so every screen words the
+same fact the same way and tests can check the wording directly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from pathlib import Path
+
+from rich.text import Text
+
+from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Operation, VersionInfo
+
+OVERSIZED_EXPLANATION = (
+    f"Memory over {MEMORY_RECALL_MAX_BYTES:,} bytes is kept intact, but it is not given to the Assistant, "
+    "and automatic capture is refused until it is shortened."
+)
+
+CLEAR_BOUNDARY = (
+    "Clear empties the canonical saved memory and fences older automatic work: "
+    "captures admitted before the Clear are refused. It does not delete conversation history; "
+    "an open conversation can still see what was said earlier."
+)
+
+
+def diff_text(old: str, new: str, old_label: str, new_label: str) -> Text:
+    """A coloured unified diff; says so plainly when there is no difference."""
+    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="", n=2))
+    if not lines:
+        return Text(f"No differences between {old_label} and {new_label}.", style="dim")
+    out = Text()
+    for line in lines:
+        if line.startswith(("---", "+++")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        else:
+            style = ""
+        out.append(line + "\n", style=style)
+    out.rstrip()
+    return out
+
+
+def size_meter(size: int, width: int = 10) -> Text:
+    """`1,234 / 8,192 bytes ▰▰▱▱▱▱▱▱▱▱`: UTF-8 bytes against the recall bound."""
+    limit = MEMORY_RECALL_MAX_BYTES
+    filled = min(width, round(width * size / limit)) if size else 0
+    style = "bold red" if size > limit else "yellow" if size > limit * 0.85 else "green"
+    meter = Text(f"{size:,} / {limit:,} bytes ", style=style if size > limit else "")
+    meter.append("▰" * filled, style=style)
+    meter.append("▱" * (width - filled), style="dim")
+    if size > limit:
+        meter.append(f"  over by {size - limit:,}", style=style)
+    return meter
+
+
+def human_size(size: int) -> str:
+    return f"{size:,} B" if size < 10_000 else f"{size / 1024:,.1f} KiB"
+
+
+def when(ts: float, now: float) -> str:
+    """Local wall time plus how long ago, by the frame's (possibly frozen) clock."""
+    stamp = time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+    return f"{stamp} ({ago(now - ts)})"
+
+
+def ago(seconds: float) -> str:
+    if seconds < 60:
+        return "just now"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min ago"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours} h ago"
+    return f"{hours // 24} days ago"
+
+
+def short_location(location: str) -> str:
+    """The backend's place, shortened: a URL as is, a file under the memframe home or ~ abbreviated."""
+    if "://" in location:
+        return location
+    path = Path(location)
+    override = os.environ.get("MEMFRAME_HOME")
+    if override and path.is_relative_to(Path(override).expanduser()):
+        return str(Path("$MEMFRAME_HOME") / path.relative_to(Path(override).expanduser()))
+    home = Path.home()
+    if path.is_relative_to(home):
+        return str(Path("~") / path.relative_to(home))
+    return location
+
+
+def who(info: VersionInfo) -> str:
+    return "assistant" if info.author is Author.ASSISTANT else f"person ({info.actor})"
+
+
+def operation(info: VersionInfo) -> str:
+    if info.operation is Operation.UNDO and info.restored_from is not None:
+        return f"undo → {info.restored_from}"
+    return info.operation.value

@@ -1,0 +1,631 @@
+"""Pilot tests for every flow of the Memory frame, asserting state, never sleeping.
+
+Each test drives the app built by the CLI's factory and checks what matters:
+the acknowledged version, the dirty flag, and what the backend holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Markdown
+
+from memframe.core.types import Mode, Operation
+from memframe.tui.app import build_app
+from memframe.tui.changes import ChangesScreen
+from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
+from memframe.tui.memory import MemoryScreen
+from memframe.tui.mode import ModeSwitcher
+from memframe.tui.screenshots import Stage, settle
+from tests.tui.conftest import Gate, Refusing, drive
+
+TEXT = "# Memory\n- Aiko prefers short answers.\n"
+
+
+def main_screen(pilot: Pilot[Any]) -> MemoryScreen:
+    screen = pilot.app.screen_stack[0]
+    assert isinstance(screen, MemoryScreen)
+    return screen
+
+
+async def append(pilot: Pilot[Any], text: str) -> None:
+    """Type at the end of the memory, as a person would (through the TextArea)."""
+    area = main_screen(pilot).editor.area
+    area.move_cursor(area.document.end)
+    area.insert(text)
+    await pilot.pause()
+
+
+# --- load and save ---------------------------------------------------------------------------------
+
+
+def test_loads_the_current_version_clean(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert (app.state.base_version, app.state.draft, app.state.dirty) == (1, TEXT, False)
+        assert app.state.policy is not None and app.state.policy.mode is Mode.READ_ONLY
+        assert main_screen(pilot).editor.text == TEXT
+
+    drive(app, script)
+
+
+def test_save_acknowledges_the_exact_version(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- Ben is on leave.\n")
+        assert app.state.dirty
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert app.state.acknowledged_version == 2
+        assert app.state.save_state.last.header() == "saved; version=2"  # what X-Memory-State reads
+        assert "acknowledged version 2" in app.state.message
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- Ben is on leave.\n"
+
+
+def test_first_save_of_a_new_memory_creates_version_one(stage: Stage) -> None:
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.state.base_version == 0 and not app.state.dirty
+        await append(pilot, "- first\n")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.state.base_version == 1 and not app.state.dirty
+
+    drive(app, script)
+    assert stage.other.load().text == "- first\n"
+
+
+def test_draft_survives_a_failed_save_and_nothing_is_queued(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- offline edit\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.state.dirty and app.state.draft == TEXT + "- offline edit\n"
+        assert app.state.base_version == 1 and app.state.acknowledged_version is None
+        assert app.state.message.startswith("Not saved") and app.state.message_is_error
+        assert "nothing is queued" in app.state.message
+        stage.frame.down = False
+        await settle(pilot)  # coming back online sends nothing by itself
+        assert stage.other.load().version == 1
+        await pilot.press("ctrl+s")  # only an explicit save writes
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+
+    drive(app, script)
+    assert [r.version for r in stage.other.history()] == [2, 1]
+
+
+def test_auth_failure_keeps_the_draft_and_says_why(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.frame = Refusing(stage.frame._backend)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- x\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.state.dirty and "token was revoked" in app.state.message
+
+    drive(app, script)
+    assert stage.other.load().version == 1
+
+
+def test_offline_at_start_says_so_and_reload_recovers(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.frame.down = True
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert not app.state.loaded and "Could not load" in app.state.message
+        assert main_screen(pilot).editor.area.read_only
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "not loaded" in app.state.message
+        stage.frame.down = False
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert app.state.loaded and app.state.base_version == 1 and app.state.draft == TEXT
+
+    drive(app, script)
+
+
+def test_an_unexpected_backend_exception_becomes_a_message(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- x\n")
+        real = stage.frame._backend
+
+        class Broken:
+            def __getattr__(self, name: str) -> Any:
+                if name == "save":
+                    raise_it = RuntimeError("disk on fire")
+
+                    def boom(*args: Any, **kwargs: Any) -> Any:
+                        raise raise_it
+
+                    return boom
+                return getattr(real, name)
+
+        stage.frame._backend = Broken()
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.is_running and app.state.dirty
+        assert "disk on fire" in app.state.message
+
+    drive(app, script)
+
+
+# --- conflicts --------------------------------------------------------------------------------------
+
+
+def test_save_conflict_shows_newer_text_and_keeps_the_draft(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- mine\n")
+        stage.other.save(TEXT + "- theirs\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        assert app.screen.server.text == TEXT + "- theirs\n" and app.screen.mine == TEXT + "- mine\n"
+        assert app.state.save_state.last.header() == "conflict; version=2"
+        await pilot.press("e")  # keep editing
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+        assert (app.state.base_version, app.state.dirty) == (1, True)
+        await pilot.press("ctrl+s")  # the conflict comes back; nothing is overwritten silently
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("o")  # explicitly save over the newer version
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (3, False)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- mine\n"
+
+
+def test_save_conflict_discard_takes_the_newer_version(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- mine\n")
+        stage.other.save(TEXT + "- theirs\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert main_screen(pilot).editor.text == TEXT + "- theirs\n"
+
+    drive(app, script)
+    assert stage.other.load().version == 2
+
+
+# --- leaving with unsaved changes -------------------------------------------------------------------
+
+
+def test_quit_asks_save_discard_cancel(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- unsaved\n")
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveDiscardCancel)
+        await pilot.press("escape")  # cancel: stay, draft intact
+        await settle(pilot)
+        assert app.is_running and app.state.dirty
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        await pilot.press("s")  # save, then leave
+        await settle(pilot)
+
+    drive(app, script)
+    assert app.return_code == 0
+    assert stage.other.load().text == TEXT + "- unsaved\n"
+
+
+def test_quit_discarding_writes_nothing(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- unsaved\n")
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+
+    drive(app, script)
+    assert app.return_code == 0 and stage.other.load().version == 1
+
+
+def test_quit_waits_for_an_in_flight_save_before_deciding(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    gate = Gate(stage.frame)
+    app = build_app(gate, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- saving\n")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert gate.entered.wait(5) and app.state.in_flight
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert app.is_running and not isinstance(app.screen, SaveDiscardCancel)  # waiting, not asking
+        gate.release()
+        await settle(pilot)
+        await pilot.pause()
+
+    drive(app, script)
+    # The save landed, the draft was clean by then, so Quit needed no question.
+    assert app.return_code == 0 and stage.other.load().text == TEXT + "- saving\n"
+
+
+def test_typing_goes_on_during_an_in_flight_save(stage: Stage) -> None:
+    """The UI never waits on I/O: the save acknowledges what it sent; later typing stays unsaved."""
+    stage.other.save(TEXT, 0)
+    gate = Gate(stage.frame)
+    app = build_app(gate, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- sent\n")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert gate.entered.wait(5)
+        await append(pilot, "- typed meanwhile\n")  # the backend call is still blocked
+        assert app.state.writing is not None
+        gate.release()
+        await settle(pilot)
+        assert (app.state.base_version, app.state.server_text) == (2, TEXT + "- sent\n")
+        assert app.state.dirty and app.state.draft.endswith("- typed meanwhile\n")
+
+    drive(app, script)
+
+
+def test_reload_with_unsaved_changes_asks_first(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- unsaved\n")
+        stage.other.save("newer\n", 1)
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveDiscardCancel)
+        await pilot.press("d")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft, app.state.dirty) == (2, "newer\n", False)
+
+    drive(app, script)
+
+
+# --- Clear ------------------------------------------------------------------------------------------
+
+
+async def confirm_clear(pilot: Pilot[Any]) -> None:
+    await pilot.press("ctrl+l")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, ConfirmClear)
+    await pilot.press("shift+tab", "enter")  # Cancel has the focus; move to "Clear memory"
+    await settle(pilot)
+
+
+def test_clear_empties_memory_and_advances_the_generation(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await confirm_clear(pilot)
+        assert (app.state.base_version, app.state.draft, app.state.dirty) == (2, "", False)
+        assert main_screen(pilot).editor.text == ""
+        assert "conversation history is not deleted" in app.state.message
+
+    drive(app, script)
+    assert stage.other.load().text == "" and stage.other.get_policy().clear_generation == 1
+
+
+def test_clear_cancelled_writes_nothing(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("ctrl+l")
+        await settle(pilot)
+        await pilot.press("enter")  # Cancel has the focus
+        await settle(pilot)
+        assert app.state.base_version == 1 and "nothing was written" in app.state.message
+
+    drive(app, script)
+    assert stage.other.load().version == 1 and stage.other.get_policy().clear_generation == 0
+
+
+def test_clear_resolves_an_unsaved_draft_first(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- draft\n")
+        await pilot.press("ctrl+l")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveDiscardCancel)
+        await pilot.press("s")  # save the draft first (version 2), then confirm the Clear
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmClear) and app.state.base_version == 2
+        await pilot.press("shift+tab", "enter")
+        await settle(pilot)
+        assert app.state.base_version == 3
+
+    drive(app, script)
+    ops = [r.operation for r in stage.other.history()]
+    assert ops == [Operation.CLEAR, Operation.SAVE, Operation.SAVE]
+
+
+def test_clear_that_loses_the_race_writes_nothing_and_offers_retry(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.other.save(TEXT + "- newer\n", 1)
+        await confirm_clear(pilot)
+        assert isinstance(app.screen, ClearConflict)
+        # Nothing was written and the generation did not move; the newer text is shown.
+        assert stage.other.load().version == 2 and stage.other.get_policy().clear_generation == 0
+        assert (app.state.base_version, app.state.draft) == (2, TEXT + "- newer\n")
+        assert main_screen(pilot).editor.text == TEXT + "- newer\n"
+        await pilot.press("escape")  # keep the newer text: still nothing written
+        await settle(pilot)
+        assert stage.other.load().version == 2 and "nothing was cleared" in app.state.message
+
+    drive(app, script)
+    assert stage.other.get_policy().clear_generation == 0
+
+
+def test_retry_clear_is_explicit_and_against_the_newer_version(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.other.save(TEXT + "- newer\n", 1)
+        await confirm_clear(pilot)
+        assert isinstance(app.screen, ClearConflict)
+        await pilot.press("r")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft) == (3, "")
+
+    drive(app, script)
+    assert stage.other.load().text == "" and stage.other.get_policy().clear_generation == 1
+
+
+# --- Changes and Undo -------------------------------------------------------------------------------
+
+
+async def open_changes_at(pilot: Pilot[Any], row: int) -> ChangesScreen:
+    await pilot.press("ctrl+g")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ChangesScreen)
+    for _ in range(row):
+        await pilot.press("down")
+    await settle(pilot)
+    return screen
+
+
+def test_undo_after_clear_restores_text_without_rewinding_the_generation(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.clear(1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.state.base_version == 2 and app.state.draft == ""
+        await open_changes_at(pilot, 1)  # revision 1
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+        assert (app.state.base_version, app.state.draft, app.state.dirty) == (3, TEXT, False)
+        assert main_screen(pilot).editor.text == TEXT
+
+    drive(app, script)
+    head = stage.other.history(limit=1)[0]
+    assert (head.operation, head.restored_from) == (Operation.UNDO, 1)
+    assert stage.other.get_policy().clear_generation == 1
+
+
+def test_undo_conflict_is_handled_like_save(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.save("two\n", 1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await open_changes_at(pilot, 1)
+        stage.other.save("three\n", 2)
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.screen.revision == 1
+        assert stage.other.load().text == "three\n"
+        await pilot.press("o")  # explicitly restore over the newer version
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft) == (4, TEXT)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT
+
+
+def test_undo_with_unsaved_draft_asks_first(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.save("two\n", 1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "draft\n")
+        await open_changes_at(pilot, 1)
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveDiscardCancel)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.state.dirty and app.state.base_version == 2
+
+    drive(app, script)
+    assert stage.other.load().version == 2
+
+
+def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
+    for version in range(120):
+        stage.other.save(f"line {version}\n", version)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes_at(pilot, 0)
+        assert len(screen.rows) == 50 and not screen.complete
+        diff = str(screen.query_one("#diff").render())
+        assert "-line 118" in diff and "+line 119" in diff
+        await pilot.press("ctrl+end")  # the cursor nears the end: the next page arrives
+        await settle(pilot)
+        assert len(screen.rows) == 100
+        await pilot.press("ctrl+end")
+        await settle(pilot)
+        assert len(screen.rows) == 120 and screen.complete
+        await pilot.press("d")  # the highlighted revision (21) against the current text
+        await settle(pilot)
+        diff = str(screen.query_one("#diff").render())
+        assert "revision 21" in diff and "-line 20" in diff and "+line 119" in diff
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+
+    drive(app, script)
+
+
+# --- mode ---------------------------------------------------------------------------------------------
+
+
+def test_mode_switch_is_a_compare_and_set(stage: Stage) -> None:
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert isinstance(app.screen, ModeSwitcher)
+        await pilot.press("down", "enter")  # Read only → Auto
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+        assert app.state.policy is not None and app.state.policy.mode is Mode.AUTO
+
+    drive(app, script)
+    policy = stage.other.get_policy()
+    assert (policy.mode, policy.revision) == (Mode.AUTO, 1)
+
+
+def test_mode_conflict_changes_nothing_and_shows_the_current_mode(stage: Stage) -> None:
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.other.set_policy(Mode.AUTO, 0)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        await pilot.press("up", "enter")  # Off, against the stale revision 0
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ModeSwitcher)
+        assert screen.policy.mode is Mode.AUTO and screen.policy.revision == 1
+        assert "changed the mode first" in str(screen.query_one("#mode-message").render())
+        assert stage.other.get_policy().mode is Mode.AUTO
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.state.policy is not None and app.state.policy.mode is Mode.AUTO
+
+    drive(app, script)
+    assert stage.other.get_policy().revision == 1
+
+
+# --- the rest of the surface -----------------------------------------------------------------------
+
+
+def test_preview_renders_the_draft(stage: Stage) -> None:
+    stage.other.save("# Heading\n\nbody\n", 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("ctrl+t")
+        await settle(pilot)
+        markdown = main_screen(pilot).query_one(Markdown)
+        assert markdown.is_on_screen and markdown.source == "# Heading\n\nbody\n"
+        await pilot.press("ctrl+t")
+        await settle(pilot)
+        assert main_screen(pilot).editor.area.has_focus
+
+    drive(app, script)
+
+
+def test_oversized_draft_warns_and_still_saves_intact(stage: Stage) -> None:
+    big = "x" * 9000 + "\n"
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, big)
+        warning = main_screen(pilot).query_one("#size-warning")
+        assert app.state.oversized and warning.display
+        assert "not given to the Assistant" in str(warning.render())
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.state.base_version == 1
+
+    drive(app, script)
+    assert stage.other.load().text == big
+
+
+def test_every_binding_has_an_id_and_a_palette_command(stage: Stage) -> None:
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = main_screen(pilot)
+        names = {command.title for command in app.get_system_commands(screen)}
+        assert {"Save", "Preview", "Mode", "Changes", "Clear", "Reload", "Quit"} <= names
+        for active in screen.active_bindings.values():
+            if active.binding.show:
+                assert (active.binding.id or "").startswith("memframe."), active.binding
+
+    drive(app, script)
+
+
+def test_a_deleted_document_is_restored_only_by_an_explicit_choice(stage: Stage, tui_service: Any) -> None:
+    from memframe.core.types import MEMORY_PATH
+    from memframe.service.accounts import LOCAL_USER
+
+    stage.other.save(TEXT, 0)
+    tui_service.delete_file(LOCAL_USER, "default", MEMORY_PATH, 1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.state.deleted and app.state.base_version == 2
+        await append(pilot, "- back\n")
+        await pilot.press("ctrl+s")  # a plain save does not revive a deleted document
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.screen.server.deleted
+        assert stage.other.load().deleted
+        await pilot.press("o")  # the explicit choice restores it
+        await settle(pilot)
+        assert (app.state.base_version, app.state.deleted, app.state.dirty) == (3, False, False)
+
+    drive(app, script)
+    assert stage.other.load().text == "- back\n"

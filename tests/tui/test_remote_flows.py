@@ -1,0 +1,111 @@
+"""The frame's flows against the remote backend over a real loopback server (uvicorn on 127.0.0.1).
+
+The frame only knows the Backend seam, so these are the same flows as
+test_flows.py; here they cross HTTP: exact acknowledged versions, a conflict
+view fed by the server's 409, a Clear that loses the race, Undo after Clear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from memframe import crypto
+from memframe.core.types import Mode, Operation
+from memframe.service import MemoryService
+from memframe.service.accounts import LOCAL_USER
+from memframe.tui.dialogs import ClearConflict, ConflictScreen
+from memframe.tui.mode import ModeSwitcher
+from memframe.tui.screenshots import Outage, Stage, settle
+from tests.conftest import FakeClock, World
+from tests.tui.conftest import drive
+from tests.tui.test_flows import TEXT, append, confirm_clear, open_changes_at
+
+remote_kinds = pytest.importorskip(
+    "tests.remote_kinds", reason="memframe.backend.remote (and its test server) is not built yet"
+)
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def remote_stage(service: MemoryService, clock: FakeClock) -> Iterator[Stage]:
+    world = World(
+        kind="remote-uvicorn",
+        service=service,
+        workspace_id="ws",
+        key=crypto.new_key(),
+        user=LOCAL_USER,
+        make=remote_kinds.REMOTE_MAKERS["remote-uvicorn"],
+    )
+    frame, other = world.client(), world.client()
+    assert frame.location.startswith("http://127.0.0.1:")
+    yield Stage(Outage(frame), other, clock)
+    world.close()
+
+
+def test_save_conflict_and_explicit_overwrite_over_http(remote_stage: Stage) -> None:
+    stage = remote_stage
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert app.state.base_version == 1 and app.state.location.startswith("http://")
+        await append(pilot, "- mine\n")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty, app.state.acknowledged_version) == (2, False, 2)
+        await append(pilot, "- more\n")
+        stage.other.save("theirs\n", 2)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.screen.server.text == "theirs\n"
+        assert app.state.save_state.last.header() == "conflict; version=3"
+        await pilot.press("o")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (4, False)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- mine\n- more\n"
+
+
+def test_clear_race_retry_then_undo_over_http(remote_stage: Stage) -> None:
+    stage = remote_stage
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.other.save("newer\n", 1)
+        await confirm_clear(pilot)
+        assert isinstance(app.screen, ClearConflict)
+        assert stage.other.get_policy().clear_generation == 0 and stage.other.load().version == 2
+        await pilot.press("r")  # explicit Retry Clear against version 2
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft) == (3, "")
+        await open_changes_at(pilot, 2)  # revision 1
+        await pilot.press("u")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft) == (4, TEXT)
+
+    drive(app, script)
+    assert stage.other.get_policy().clear_generation == 1
+    assert stage.other.history(limit=1)[0].operation is Operation.UNDO
+
+
+def test_mode_conflict_over_http(remote_stage: Stage) -> None:
+    stage = remote_stage
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.other.set_policy(Mode.OFF, 0)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        await pilot.press("down", "enter")  # Auto, against the stale revision
+        await settle(pilot)
+        assert isinstance(app.screen, ModeSwitcher) and app.screen.policy.mode is Mode.OFF
+
+    drive(app, script)
+    assert stage.other.get_policy().mode is Mode.OFF
