@@ -156,8 +156,13 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
+    model = None
+    if args.model_url:
+        from memframe.assistant.models import OpenAIChatModel
+
+        model = OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
     config = uvicorn.Config(
-        create_app(service),
+        create_app(service, model=model),
         lifespan="off",
         log_level=args.log_level,
         access_log=True,  # method, path and status only: bodies are never logged
@@ -318,6 +323,12 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--model-url",
+        help="the Assistant's OpenAI-compatible model server, e.g. http://127.0.0.1:8080/v1 "
+        "(default: the built-in scripted model, which quotes the memory it was given)",
+    )
+    serve.add_argument("--model", default="default", help="the model name to ask the model server for")
     serve.set_defaults(handler=cmd_serve)
 
     admin = subparsers.add_parser(

@@ -371,6 +371,29 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/v1/workspaces/{workspace_id}/revisions/{version}/{path}"),
     ("get", "/api/v1/workspaces/{workspace_id}/memory/policy"),
     ("put", "/api/v1/workspaces/{workspace_id}/memory/policy"),
+    # the Assistant, for people
+    ("get", "/api/v1/workspaces/{workspace_id}/ai"),
+    ("put", "/api/v1/workspaces/{workspace_id}/ai"),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"),
+    ("delete", "/api/v1/automation/key-sessions/{session_id}"),
+    ("post", "/api/v1/agents/assistant/{conversation_id}/messages"),
+    ("get", "/api/v1/agents/assistant/{conversation_id}/memory-receipts"),
+    ("get", "/api/v1/agents/assistant/{conversation_id}/transcript"),
+    ("get", "/api/v1/workspaces/{workspace_id}/memory/proposals"),
+    ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"),
+    # automation, with a turn's delivery credential
+    ("get", "/api/v1/automation/workspaces/{workspace_id}/memory"),
+    ("put", "/api/v1/automation/workspaces/{workspace_id}/memory"),
+    ("post", "/api/v1/automation/workspaces/{workspace_id}/memory/proposals"),
+    ("get", "/api/v1/automation/workspaces/{workspace_id}/transcript"),
+    ("post", "/api/v1/automation/workspaces/{workspace_id}/transcript"),
+    ("get", "/api/v1/automation/workspaces/{workspace_id}/documents"),
+    ("get", "/api/v1/automation/workspaces/{workspace_id}/documents-search"),
+    ("get", "/api/v1/automation/workspaces/{workspace_id}/documents/{path}"),
+    ("put", "/api/v1/automation/workspaces/{workspace_id}/documents/{path}"),
+    ("delete", "/api/v1/automation/workspaces/{workspace_id}/documents/{path}"),
+    ("post", "/api/v1/automation/workspaces/{workspace_id}/documents/move"),
+    ("post", "/api/v1/automation/workspaces/{workspace_id}/documents/restore"),
 }
 
 
@@ -398,8 +421,10 @@ def test_openapi_lists_every_route_with_headers_and_error_shape(api: Api) -> Non
             assert "security" not in op
             continue
         assert op["security"] == [{"token": []}]
-        statuses = ["401", "404", "422"] if "{workspace_id}" in path else ["401"]
-        if method in ("put", "delete"):
+        people_workspace = "{workspace_id}" in path and "/automation/" not in path
+        statuses = ["401", "404", "422"] if people_workspace else ["401"]
+        versioned = any(part in path for part in ("/files/", "/policy", "/automation/workspaces/"))
+        if method in ("put", "delete") and versioned:  # writes against a version or revision
             statuses.append("409")
         for status in statuses:
             assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"] == error_ref

@@ -272,13 +272,26 @@ def test_a_closed_store_sends_nothing(token: str, key: bytes) -> None:
     assert recorder.requests == []
 
 
-def test_the_assistant_is_refused_before_anything_is_sent(token: str, key: bytes) -> None:
-    """Until the server serves the Assistant, asking for it is one clear error; the key never leaves."""
-    recorder = Recorder(handler=lambda r: httpx.Response(200, json={}))
+def test_a_send_hands_the_key_only_to_the_key_session_route_and_is_not_retried(token: str, key: bytes) -> None:
+    """The key goes out once, to open a key session; the send itself carries only ids and state."""
+    import base64
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/key-sessions"):
+            return httpx.Response(200, json={"id": "ks_1", "workspaceId": "ws", "expiresAt": 1.0, "idleTimeout": 60.0})
+        if request.url.path.endswith("/messages"):
+            raise httpx.ReadTimeout("slow model")
+        return httpx.Response(200, json={"revoked": True})
+
+    recorder = Recorder(handler=answer)
     backend = remote(recorder, token, key)
-    with pytest.raises(Unavailable, match="does not serve the Assistant yet"):
+    with pytest.raises(Unavailable, match="may or may not"):
         backend.send("conversation-1", "hello")
-    with pytest.raises(Unavailable, match="does not serve the Assistant yet"):
-        backend.get_ai()
+    sends = [r for r in recorder.requests if r.url.path.endswith("/messages")]
+    assert len(sends) == 1, "a send was retried"
+    assert sends[0].headers["X-Key-Session"] == "ks_1" and sends[0].headers["X-Memory-State"] == "none"
+    encoded = base64.b64encode(key)
+    carrying_key = [r.url.path for r in recorder.requests if encoded in r.content]
+    assert carrying_key == ["/api/v1/workspaces/ws/key-sessions"]
     backend.close()
-    assert recorder.requests == []
+    assert recorder.requests[-1].method == "DELETE"  # closing revokes the key session

@@ -10,15 +10,24 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from memframe import __version__
-from memframe.api import files, policy, workspaces
+from memframe.api import assistant, automation, files, policy, workspaces
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
+from memframe.assistant.automation import InProcessAutomation
+from memframe.assistant.ingress import AssistantEndpoint
+from memframe.assistant.models import ModelClient, ScriptedModel
+from memframe.assistant.runtime import Runtime
 from memframe.service import MemoryService
 
-ROUTERS = (workspaces.router, files.router, policy.router)
+ROUTERS = (workspaces.router, files.router, policy.router, assistant.router, automation.router)
 
 
-def create_app(service: MemoryService, *, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """An app serving `service`; the caller owns the service and closes it after the server stops."""
+def create_app(
+    service: MemoryService, *, max_body_bytes: int = MAX_BODY_BYTES, model: ModelClient | None = None
+) -> FastAPI:
+    """An app serving `service`; the caller owns the service and closes it after the server stops.
+
+    Sends run the Assistant here with `model` (the built-in scripted model by default).
+    """
     app = FastAPI(
         title="memframe",
         version=__version__,
@@ -28,6 +37,7 @@ def create_app(service: MemoryService, *, max_body_bytes: int = MAX_BODY_BYTES) 
         redoc_url=None,
     )
     app.state.service = service
+    app.state.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
     for router in ROUTERS:
         app.include_router(router)
     install_error_handlers(app)

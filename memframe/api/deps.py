@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from memframe.assistant.ingress import AssistantEndpoint
 from memframe.service import MemoryService
 
 _bearer = HTTPBearer(
@@ -45,3 +46,25 @@ FilePath = Annotated[
     str,
     Path(description="The file's relative path, e.g. `.zudotext/memory/MEMORY.md`; `/` separates folders."),
 ]
+
+
+def delivery_credential(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """Automation routes take the turn's delivery credential as the bearer; the service judges it."""
+    from memframe.core.errors import Unauthorized
+
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized("A delivery credential is required.")
+    return credentials.credentials
+
+
+Credential = Annotated[str, Depends(delivery_credential)]
+
+
+async def get_endpoint(request: Request) -> AssistantEndpoint:
+    endpoint: AssistantEndpoint = request.app.state.endpoint
+    return endpoint
+
+
+Endpoint = Annotated[AssistantEndpoint, Depends(get_endpoint)]

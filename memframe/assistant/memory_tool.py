@@ -9,7 +9,7 @@ change into a proposal against it, never an automatic rebase. The outcome says
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memframe.assistant.automation import Automation
@@ -63,7 +63,7 @@ class TurnContext:
     workspace_id: str
     conversation_id: str
     admission_id: str
-    credential: str
+    credential: str = field(repr=False)  # a bearer secret: never in a repr or a traceback's locals
     mode: Mode
     key_session_id: str | None
 

@@ -19,12 +19,21 @@ import binascii
 import functools
 import re
 import ssl
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
 import httpx
+from pydantic import BaseModel
 
 from memframe import __version__
+from memframe.api.assistant_schemas import (
+    AIConsentOut,
+    KeySessionOut,
+    ProposalList,
+    ReceiptList,
+    TranscriptOut,
+    TurnOut,
+)
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.errors import (
@@ -41,6 +50,9 @@ from memframe.core.types import Author, Mode, Operation, Policy, StoredVersion, 
 from memframe.paths import check_workspace_id
 
 DEFAULT_TIMEOUT = 10.0
+#: A send runs a whole Assistant turn (several model calls) before it answers.
+SEND_TIMEOUT = 300.0
+_Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
 
@@ -113,12 +125,15 @@ class RemoteStore:
         headers: dict[str, str] | None = None,
         json: Any = None,
         params: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """One request, no retry; answers the JSON of a 2xx or raises the typed error."""
         if self._closed:
             raise Unavailable("This connection to the memory server was closed.")
         try:
-            response = self._client.request(method, url, headers=headers, json=json, params=params)
+            response = self._client.request(
+                method, url, headers=headers, json=json, params=params, timeout=timeout or self.timeout
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise Unavailable(
                 f"Cannot reach the memory server at {self.location} ({_reason(exc)}); nothing was changed."
@@ -214,28 +229,25 @@ class RemoteStore:
         body = {"mode": Mode(mode).value, "expectedRevision": expected_revision}
         return _policy(self._request("PUT", f"{self._prefix}/memory/policy", write=True, json=body), self)
 
-    # --- the Assistant: not served over HTTP yet -------------------------------------------
-    # The people's Assistant routes (AI consent, key sessions, messages, receipts,
-    # proposals) come with the server's Assistant; until then each is one clear error,
-    # raised before anything is sent (a key must never leave for a route that is not there).
+    # --- the Assistant ---------------------------------------------------------------------
 
-    def _no_assistant(self) -> NoReturn:
-        raise Unavailable(
-            f"The memory server at {self.location} does not serve the Assistant yet; "
-            "use the Assistant on a local workspace. Nothing was sent."
-        )
+    def _assistant_url(self, conversation_id: str, what: str) -> str:
+        return f"api/v1/agents/assistant/{quote(conversation_id, safe='')}/{what}"
 
     def get_ai(self) -> AIConsent:
-        self._no_assistant()
+        return _read(AIConsentOut, self._request("GET", f"{self._prefix}/ai"), self).to_consent()
 
     def set_ai(self, enabled: bool) -> AIConsent:
-        self._no_assistant()
+        payload = self._request("PUT", f"{self._prefix}/ai", write=True, json={"enabled": enabled})
+        return _read(AIConsentOut, payload, self).to_consent()
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
-        self._no_assistant()
+        body = {"key": base64.b64encode(key).decode("ascii")}
+        out = _read(KeySessionOut, self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body), self)
+        return KeySessionInfo(out.id, out.workspace_id, "", 0.0, out.expires_at, out.idle_timeout)
 
     def revoke_key_session(self, session_id: str) -> None:
-        self._no_assistant()
+        self._request("DELETE", f"api/v1/automation/key-sessions/{quote(session_id, safe='')}", write=True)
 
     def send_message(
         self,
@@ -246,19 +258,39 @@ class RemoteStore:
         key_session_id: str | None,
         memory_state: str | None,
     ) -> TurnResult:
-        self._no_assistant()
+        headers = {"Idempotency-Key": idempotency_key}
+        if key_session_id:
+            headers["X-Key-Session"] = key_session_id
+        if memory_state:
+            headers["X-Memory-State"] = memory_state
+        payload = self._request(
+            "POST",
+            self._assistant_url(conversation_id, "messages"),
+            write=True,
+            headers=headers,
+            json={"workspace": self.workspace_id, "text": text},
+            timeout=SEND_TIMEOUT,
+        )
+        return _read(TurnOut, payload, self).result()
 
     def receipts(self, conversation_id: str) -> list[Receipt]:
-        self._no_assistant()
+        payload = self._request("GET", self._assistant_url(conversation_id, "memory-receipts"))
+        return [
+            Receipt(r.admission_id, r.call_index, r.status, r.revision, r.created_at)
+            for r in _read(ReceiptList, payload, self).receipts
+        ]
 
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
-        self._no_assistant()
+        payload = self._request("GET", self._assistant_url(conversation_id, "transcript"))
+        return [(m.role, base64.b64decode(m.ciphertext)) for m in _read(TranscriptOut, payload, self).messages]
 
     def proposals(self) -> list[ProposalRecord]:
-        self._no_assistant()
+        payload = self._request("GET", f"{self._prefix}/memory/proposals")
+        return [p.record() for p in _read(ProposalList, payload, self).proposals]
 
     def resolve_proposal(self, proposal_id: str, status: str) -> None:
-        self._no_assistant()
+        url = f"{self._prefix}/memory/proposals/{quote(proposal_id, safe='')}"
+        self._request("PUT", url, write=True, json={"status": status})
 
     def close(self) -> None:
         if not self._closed:
@@ -298,6 +330,14 @@ def _stored(data: Any, store: RemoteStore) -> StoredVersion:
     try:
         return StoredVersion(info, base64.b64decode(str(blob), validate=True))
     except (binascii.Error, ValueError):
+        raise _not_understood(store) from None
+
+
+def _read(model: type[_Model], data: Any, store: RemoteStore) -> _Model:
+    """Parse an answer with the server's own schema; anything else is 'not understood'."""
+    try:
+        return model.model_validate(data)
+    except ValueError:
         raise _not_understood(store) from None
 
 

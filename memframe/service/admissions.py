@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memframe.core.errors import Unauthorized
@@ -39,7 +39,7 @@ class Admission:
     ai_consent_revision: int
     key_session_id: str | None
     client_memory_state: str | None
-    credential_nonce: str
+    credential_nonce: str = field(repr=False)  # the secret half of the delivery credential
     created_at: float
     expires_at: float
 
@@ -98,4 +98,36 @@ class AssistantBase:
         admission = admission_from_row(row)
         if not secrets.compare_digest(admission.credential_nonce, nonce) or admission.workspace_id != workspace_id:
             raise Unauthorized("The delivery credential is not valid.")
+        return admission
+
+    def _live_admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
+        """The admission, only while its credential still speaks for a running turn.
+
+        That is: the conversation's credential slot still holds it (no newer message took
+        over), it is within its original expiry, and its person is still a member of the
+        workspace. Every automation route that reads or writes text requires this; recall
+        (which reports a withheld status instead) and capture (which the fence judges in
+        its own batch) take the plain `_admission_for`.
+        """
+        admission = self._admission_for(conn, workspace_id, credential)
+        slot = conn.execute(
+            "SELECT admission_id, credential_nonce, expires_at FROM agent_delivery_credentials"
+            " WHERE conversation_id = ?",
+            (admission.conversation_id,),
+        ).fetchone()
+        member = conn.execute(
+            "SELECT 1 FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, admission.user_id)
+        ).fetchone()
+        now = self.db.clock()
+        if (
+            slot is None
+            or slot[0] != admission.id
+            or not secrets.compare_digest(str(slot[1]), admission.credential_nonce)
+            or now >= min(float(slot[2]), admission.expires_at)
+            or member is None
+        ):
+            raise Unauthorized(
+                "The delivery credential no longer holds: a newer message took over, it expired, "
+                "or its person lost access to the workspace."
+            )
         return admission

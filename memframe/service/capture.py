@@ -24,6 +24,7 @@ from memframe.service import files
 from memframe.service.accounts import require_member
 from memframe.service.admissions import Admission, AssistantBase
 from memframe.service.fence import FENCE_INSERT, failed_predicates
+from memframe.service.policy import read_policy
 
 
 class CaptureMixin(AssistantBase):
@@ -126,9 +127,14 @@ class CaptureMixin(AssistantBase):
         return crypto.open_sealed(key, stored.ciphertext, workspace_id=workspace_id, path=MEMORY_PATH)
 
     def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
-        """The current version and text, for turning a refused capture into a proposal against it."""
+        """The current version and text, for turning a refused capture into a proposal against it.
+
+        Refused while memory is Off, so no automation path can read memory that recall withholds.
+        """
         with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
+            admission = self._live_admission_for(conn, workspace_id, credential)
+            if read_policy(conn, workspace_id).mode is Mode.OFF:
+                raise CaptureRefused("Memory is Off for this workspace; nothing can be read or proposed.")
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         return version, self._text_at(key, workspace_id, version)
@@ -146,7 +152,7 @@ class CaptureMixin(AssistantBase):
     ) -> ProposalRecord:
         """A reviewable change for a person: sealed, tagged with the generation it was made under."""
         with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
+            admission = self._live_admission_for(conn, workspace_id, credential)
         if admission.mode is Mode.OFF:
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)

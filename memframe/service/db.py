@@ -42,11 +42,24 @@ def migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+#: Errors that are not the storage failing: a constraint the caller judges (the fence's
+#: CHECK) or a programming mistake. Every other sqlite3.DatabaseError (I/O error, full
+#: disk, a lock held too long, a damaged file) is the storage failing.
+_NOT_STORAGE_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError)
+
+
+def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
+    return not isinstance(exc, _NOT_STORAGE_ERRORS)
+
+
+def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
-    conn.execute("PRAGMA busy_timeout = 10000")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA synchronous = FULL")
+    try:
+        for pragma in ("busy_timeout = 10000", "foreign_keys = ON", "synchronous = FULL", *pragmas):
+            conn.execute(f"PRAGMA {pragma}")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -62,11 +75,14 @@ class Database:
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
         try:
-            self._writer = _connect(self.path)
-            self._writer.execute("PRAGMA journal_mode = WAL")
-            self._migrate()
+            self._writer = _connect(self.path, "journal_mode = WAL")
         except sqlite3.DatabaseError as exc:
             raise Unavailable(f"Cannot open the database {self.path}: {exc}.") from exc
+        try:
+            self._migrate()
+        except BaseException:
+            self._writer.close()  # a failed open leaves no connection behind
+            raise
 
     # --- schema ------------------------------------------------------------------------
 
@@ -110,15 +126,19 @@ class Database:
         with self._lock:
             conn = self._writer
             try:
-                conn.execute("BEGIN IMMEDIATE")
                 try:
+                    # BEGIN is inside: whatever fails after it started (even BEGIN itself) rolls
+                    # back here, so no failure can leave the writer inside a transaction.
+                    conn.execute("BEGIN IMMEDIATE")
                     yield conn
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage_error(exc):
+                    raise
                 raise Unavailable(
                     "The memory store could not save (the disk may be full or failing); nothing was written."
                 ) from exc
@@ -126,22 +146,28 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent snapshot on this thread's own connection (WAL readers never block)."""
+        try:
+            conn = self._reader()
+            try:
+                conn.execute("BEGIN")
+                yield conn
+            finally:
+                if conn.in_transaction:  # ends the snapshot, even one a failed BEGIN or COMMIT left open
+                    conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if not _is_storage_error(exc):
+                raise
+            raise Unavailable("The memory store could not be read right now.") from exc
+
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's reader, opened on first use (a failed open is not kept)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path)
-            conn.execute("PRAGMA query_only = ON")
+            conn = _connect(self.path, "query_only = ON")
             self._local.conn = conn
             with self._lock:
                 self._readers.append(conn)
-        try:
-            conn.execute("BEGIN")
-            try:
-                yield conn
-            finally:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-        except sqlite3.OperationalError as exc:
-            raise Unavailable("The memory store could not be read right now.") from exc
+        return conn
 
     def close(self) -> None:
         if self._closed:

@@ -33,7 +33,7 @@ class DocumentsMixin(AssistantBase):
     def _key_for(self, workspace_id: str, credential: str) -> bytes:
         """Automation reaches plaintext only through the turn's key session, in RAM."""
         with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
+            admission = self._live_admission_for(conn, workspace_id, credential)
         return self.key_sessions.resolve(admission.key_session_id, workspace_id)
 
     def _open(self, key: bytes, workspace_id: str, path: str, blob: bytes | None) -> str:
@@ -42,7 +42,7 @@ class DocumentsMixin(AssistantBase):
     def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
         """Live notes only; the memory namespace is never listed."""
         with self.db.read() as conn:
-            self._admission_for(conn, workspace_id, credential)
+            self._live_admission_for(conn, workspace_id, credential)
             rows = files.list_files(conn, workspace_id)
         return [(path, version) for path, version, deleted in rows if not deleted and not is_reserved(path)]
 

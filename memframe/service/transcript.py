@@ -17,7 +17,7 @@ class TranscriptMixin(AssistantBase):
     def append_transcript(self, workspace_id: str, credential: str, role: str, content: str) -> None:
         """People's messages and final answers only, sealed: recall blocks never reach here."""
         with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
+            admission = self._live_admission_for(conn, workspace_id, credential)
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         sealed = crypto.seal(key, content, workspace_id=workspace_id, path=transcript_path(admission.conversation_id))
         with self.db.write() as conn:
@@ -51,7 +51,7 @@ class TranscriptMixin(AssistantBase):
     def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
         """The runtime's view of earlier messages in this conversation, opened with the key session."""
         with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
+            admission = self._live_admission_for(conn, workspace_id, credential)
             rows = conn.execute(
                 "SELECT role, sealed_content FROM conversation_messages WHERE conversation_id = ? ORDER BY seq",
                 (admission.conversation_id,),

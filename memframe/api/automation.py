@@ -1,0 +1,153 @@
+"""The automation routes: what the Assistant's runtime (or an MCP bridge) may call.
+
+Every route authenticates with the turn's delivery credential, never a
+person's token. The memory routes are the only automatic way to the memory
+document; the document routes refuse every spelling of the reserved
+namespace with MEMORY_NAMESPACE_RESERVED, for the source and target of a move.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query
+
+from memframe.api.assistant_schemas import (
+    CaptureIn,
+    CaptureOut,
+    CurrentMemoryOut,
+    DocumentEntry,
+    DocumentIn,
+    DocumentList,
+    DocumentOut,
+    HistoryOut,
+    MoveIn,
+    ProposalOut,
+    ProposeIn,
+    RecallOut,
+    RestoreIn,
+    SearchHit,
+    SearchOut,
+    TranscriptIn,
+)
+from memframe.api.deps import Credential, FilePath, Service, WorkspaceId
+from memframe.api.schemas import MAX_NUMBER, VersionOut, error_responses
+
+router = APIRouter(prefix="/api/v1/automation/workspaces/{workspace_id}", tags=["automation"])
+BaseVersion = Annotated[int, Header(alias="X-Base-Version", ge=0, le=MAX_NUMBER)]
+
+
+@router.get("/memory", responses=error_responses(401, 409, 422))
+def read_memory(
+    workspace_id: WorkspaceId,
+    credential: Credential,
+    service: Service,
+    purpose: Annotated[str, Query(pattern="^(recall|current)$")] = "recall",
+) -> RecallOut | CurrentMemoryOut:
+    """`recall`: what the next model call may see, judged now and recorded as a receipt.
+    `current`: the current text, to turn a refused capture into a proposal (refused when Off)."""
+    if purpose == "current":
+        version, text = service.assistant.current_memory(workspace_id, credential)
+        return CurrentMemoryOut(version=version, text=text)
+    result = service.assistant.recall(workspace_id, credential)
+    return RecallOut(status=result.status, revision=result.revision, text=result.text)
+
+
+@router.put("/memory", responses=error_responses(401, 409, 422))
+def commit_memory(
+    workspace_id: WorkspaceId,
+    body: CaptureIn,
+    credential: Credential,
+    service: Service,
+    idempotency_key: Annotated[str, Header(alias="Idempotency-Key", description="memory:<admissionId>")],
+    key_session: Annotated[str | None, Header(alias="X-Key-Session")] = None,
+) -> CaptureOut:
+    """The only automatic writer: one transaction behind the commit fence, or nothing."""
+    receipt = service.assistant.commit_capture(
+        workspace_id,
+        credential,
+        idempotency_key=idempotency_key,
+        key_session_id=key_session,
+        changes=body.changes(),
+        expected_version=body.expected_version,
+    )
+    return CaptureOut(admission_id=receipt.admission_id, version=receipt.version.version, replayed=receipt.replayed)
+
+
+@router.post("/memory/proposals", responses=error_responses(401, 409, 422))
+def propose(workspace_id: WorkspaceId, body: ProposeIn, credential: Credential, service: Service) -> ProposalOut:
+    record = service.assistant.propose(
+        workspace_id, credential, changes=body.changes(), base_version=body.base_version, reason=body.reason
+    )
+    return ProposalOut.of(record)
+
+
+@router.get("/transcript", responses=error_responses(401, 409, 422))
+def conversation_history(workspace_id: WorkspaceId, credential: Credential, service: Service) -> HistoryOut:
+    rows = service.assistant.conversation_history(workspace_id, credential)
+    return HistoryOut(messages=[{"role": role, "content": content} for role, content in rows])
+
+
+@router.post("/transcript", responses=error_responses(401, 409, 422))
+def append_transcript(
+    workspace_id: WorkspaceId, body: TranscriptIn, credential: Credential, service: Service
+) -> dict[str, bool]:
+    service.assistant.append_transcript(workspace_id, credential, body.role, body.content)
+    return {"stored": True}
+
+
+@router.get("/documents", responses=error_responses(401, 409, 422))
+def list_documents(workspace_id: WorkspaceId, credential: Credential, service: Service) -> DocumentList:
+    """Live notes; the memory namespace is never listed."""
+    rows = service.assistant.list_documents(workspace_id, credential)
+    return DocumentList(documents=[DocumentEntry(path=p, version=v) for p, v in rows])
+
+
+@router.get("/documents-search", responses=error_responses(401, 409, 422))
+def search_documents(
+    workspace_id: WorkspaceId,
+    credential: Credential,
+    service: Service,
+    q: Annotated[str, Query(min_length=1, max_length=500)],
+) -> SearchOut:
+    hits = service.assistant.search_documents(workspace_id, credential, q)
+    return SearchOut(hits=[SearchHit(path=h.path, version=h.version, snippet=h.snippet) for h in hits])
+
+
+@router.get("/documents/{path:path}", responses=error_responses(401, 403, 404, 409, 422))
+def read_document(workspace_id: WorkspaceId, path: FilePath, credential: Credential, service: Service) -> DocumentOut:
+    version, text = service.assistant.read_document(workspace_id, credential, path)
+    return DocumentOut(path=path, version=version, text=text)
+
+
+@router.put("/documents/{path:path}", responses=error_responses(401, 403, 409, 413, 422))
+def put_document(
+    workspace_id: WorkspaceId,
+    path: FilePath,
+    body: DocumentIn,
+    base_version: BaseVersion,
+    credential: Credential,
+    service: Service,
+) -> VersionOut:
+    return VersionOut.of(service.assistant.put_document(workspace_id, credential, path, body.text, base_version))
+
+
+@router.delete("/documents/{path:path}", responses=error_responses(401, 403, 404, 409, 422))
+def delete_document(
+    workspace_id: WorkspaceId, path: FilePath, base_version: BaseVersion, credential: Credential, service: Service
+) -> VersionOut:
+    return VersionOut.of(service.assistant.delete_document(workspace_id, credential, path, base_version))
+
+
+@router.post("/documents/move", responses=error_responses(401, 403, 404, 409, 422))
+def move_document(workspace_id: WorkspaceId, body: MoveIn, credential: Credential, service: Service) -> VersionOut:
+    """Both the source and the target are checked against the reserved namespace."""
+    info = service.assistant.move_document(workspace_id, credential, body.source, body.target, body.base_version)
+    return VersionOut.of(info)
+
+
+@router.post("/documents/restore", responses=error_responses(401, 403, 404, 409, 422))
+def restore_document(
+    workspace_id: WorkspaceId, body: RestoreIn, credential: Credential, service: Service
+) -> VersionOut:
+    return VersionOut.of(service.assistant.restore_document(workspace_id, credential, body.path, body.base_version))

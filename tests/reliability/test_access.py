@@ -1,0 +1,307 @@
+"""Access: every service and automation operation refuses every identity that should not reach it.
+
+Person operations (files, versions, policy, AI consent, key sessions, sends,
+receipts, transcript, proposals) are tried as another workspace's member, as a
+member who was removed, and as a user who does not exist: each is NotFound
+(exactly as for a workspace that does not exist) and changes nothing.
+
+Automation operations (recall, capture, the current memory, proposals, the
+transcript, every document route) are tried with a credential that is
+another workspace's, forged, superseded by a newer turn, expired, whose
+person was removed from the workspace, or whose key session was revoked:
+each is refused — an error, or for recall a withheld status with no text —
+and changes nothing but recall's own receipt.
+
+In every case no message, payload or repr carries memory text, a note's text,
+another workspace's ciphertext, a key, or a credential.
+
+HTTP-level 401/404 per route waits for the HTTP API to be committed; see RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memframe import crypto
+from memframe.backend.local import LocalBackend
+from memframe.core.edits import MemoryChange
+from memframe.core.errors import MemframeError, NotFound
+from memframe.core.turns import RecallResult
+from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
+from memframe.service import MemoryService
+from memframe.service.accounts import LOCAL_USER
+from memframe.service.admissions import Admission
+from tests.conftest import FakeClock
+from tests.reliability.support import diff_dumps, dump
+
+pytestmark = pytest.mark.access
+
+MEMORY_TEXT = "- the alarm code is 4711, keep it to yourself"
+NOTE_TEXT = "Quarterly numbers: revenue 1.2M (draft)"
+OTHER_MEMORY = "- mallory's memory: the vault is behind the painting"
+
+
+@dataclass
+class World:
+    service: MemoryService
+    clock: FakeClock
+    path: Path
+    key: bytes
+    other_key: bytes
+    session: str
+    turn: Admission  # a live, Auto turn of `local` in ws
+    other_turn: Admission  # mallory's live turn in ws2
+    proposal: str
+
+    @property
+    def a(self):  # type: ignore[no-untyped-def]
+        return self.service.assistant
+
+    def secrets(self) -> list[str]:
+        """Everything that must never appear in a refusal, in every spelling we can think of."""
+        with self.service.db.read() as conn:
+            blobs = [
+                bytes(r[0]) for r in conn.execute("SELECT ciphertext FROM file_versions WHERE ciphertext IS NOT NULL")
+            ]
+        out = [MEMORY_TEXT, NOTE_TEXT, OTHER_MEMORY, "4711", "vault"]
+        for secret in [self.key, self.other_key, *blobs]:
+            out += [
+                secret.hex(),
+                base64.b64encode(secret).decode()[:24],
+                base64.urlsafe_b64encode(secret).decode()[:24],
+            ]
+        out += [self.turn.credential_nonce, self.other_turn.credential_nonce, self.session]
+        return out
+
+
+@pytest.fixture
+def world(fast_tmp: Path) -> Iterator[World]:
+    clock = FakeClock()
+    path = fast_tmp / "access.db"
+    service = MemoryService(path, clock=clock)
+    acc = service.accounts
+    for user in (LOCAL_USER, "mallory", "bob"):
+        acc.add_user(user)
+    acc.create_workspace("ws", LOCAL_USER)
+    acc.add_member("ws", "bob")
+    acc.create_workspace("ws2", "mallory")
+    key, other_key = crypto.new_key(), crypto.new_key()
+    person = LocalBackend(service, "ws", key)
+    person.save(f"# Memory\n{MEMORY_TEXT}\n", 0)
+    person.set_ai(True)
+    person.set_policy(Mode.AUTO, 0)
+    mallory = LocalBackend(service, "ws2", other_key, user="mallory")
+    mallory.save(f"# Memory\n{OTHER_MEMORY}\n", 0)
+    mallory.set_ai(True)
+    a = service.assistant
+    session = a.open_key_session(LOCAL_USER, "ws", key).id
+    other_session = a.open_key_session("mallory", "ws2", other_key).id
+    turn = a.admit(LOCAL_USER, "ws", "conv", idempotency_key="t1", key_session_id=session, memory_state=None)
+    a.put_document("ws", turn.credential, "notes/q3.md", NOTE_TEXT, 0)
+    a.append_transcript("ws", turn.credential, "user", "hello")
+    proposal = a.propose(
+        "ws", turn.credential, changes=[MemoryChange("add", "- x")], base_version=1, reason="read_only"
+    )
+    other_turn = a.admit(
+        "mallory", "ws2", "mconv", idempotency_key="m1", key_session_id=other_session, memory_state=None
+    )
+    yield World(service, clock, path, key, other_key, session, turn, other_turn, proposal.id)
+    service.close()
+
+
+def assert_clean(world: World, what: str, exc: BaseException) -> None:
+    shown = [str(exc), repr(exc)]
+    if isinstance(exc, MemframeError):
+        shown.append(repr(exc.to_payload()))
+    for text in shown:
+        for secret in world.secrets():
+            assert secret not in text, f"{what}: the refusal shows a secret ({secret[:12]}…): {text}"
+
+
+# --- people -------------------------------------------------------------------------------------
+
+PersonOp = Callable[[World, str], object]
+PERSON_OPS: dict[str, PersonOp] = {
+    "get_file": lambda w, u: w.service.get_file(u, "ws", MEMORY_PATH),
+    "put_file": lambda w, u: w.service.put_file(
+        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "x", workspace_id="ws", path=MEMORY_PATH), 1
+    ),
+    "clear": lambda w, u: w.service.put_file(
+        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "", workspace_id="ws", path=MEMORY_PATH), 1, clear=True
+    ),
+    "undo": lambda w, u: w.service.put_file(
+        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "x", workspace_id="ws", path=MEMORY_PATH), 1, restored_from=1
+    ),
+    "delete_file": lambda w, u: w.service.delete_file(u, "ws", "notes/q3.md", 1),
+    "list_versions": lambda w, u: w.service.list_versions(u, "ws", MEMORY_PATH),
+    "get_version": lambda w, u: w.service.get_version(u, "ws", MEMORY_PATH, 1),
+    "list_files": lambda w, u: w.service.list_files(u, "ws"),
+    "get_policy": lambda w, u: w.service.get_policy(u, "ws"),
+    "set_policy": lambda w, u: w.service.set_policy(u, "ws", Mode.OFF, 1),
+    "ai_consent": lambda w, u: w.a.ai_consent(u, "ws"),
+    "set_ai": lambda w, u: w.a.set_ai(u, "ws", False),
+    "open_key_session": lambda w, u: w.a.open_key_session(u, "ws", w.key),
+    "revoke_key_session": lambda w, u: w.a.revoke_key_session(u, w.session),
+    "admit (a send)": lambda w, u: w.a.admit(
+        u, "ws", "conv-new", idempotency_key="x", key_session_id=None, memory_state=None
+    ),
+    "admit into their conversation": lambda w, u: w.a.admit(
+        u, "ws2", "conv", idempotency_key="x", key_session_id=None, memory_state=None
+    ),
+    "receipts": lambda w, u: w.a.receipts(u, "conv"),
+    "transcript": lambda w, u: w.a.transcript(u, "conv"),
+    "proposals": lambda w, u: w.a.proposals(u, "ws"),
+    "resolve_proposal": lambda w, u: w.a.resolve_proposal(u, "ws", w.proposal, "dismissed"),
+}
+
+
+@pytest.mark.parametrize("who", ["another workspace's member", "a removed member", "no such user"])
+def test_people_outside_the_workspace_reach_nothing(world: World, who: str) -> None:
+    user = {"another workspace's member": "mallory", "a removed member": "bob", "no such user": "nobody"}[who]
+    if who == "a removed member":
+        world.service.accounts.remove_member("ws", "bob")
+    with pytest.raises(NotFound) as missing:
+        world.service.get_policy(user, "no-such-workspace")
+    reached = []
+    for name, op in PERSON_OPS.items():
+        before = dump(world.path)
+        try:
+            op(world, user)
+        except NotFound as exc:
+            assert str(exc) == str(missing.value) or "conversation" in str(exc), f"{name}: {exc} tells more"
+            assert_clean(world, name, exc)
+        except MemframeError as exc:
+            reached.append(f"{name}: {type(exc).__name__}: {exc}")
+        else:
+            reached.append(f"{name}: succeeded")
+        changed = diff_dumps(before, dump(world.path))
+        if changed:
+            reached.append(f"{name}: changed {changed}")
+    assert not reached, "\n".join(reached)
+    assert world.a.key_sessions.describe(world.session) is not None, "an outsider revoked the key session"
+
+
+# --- automation ---------------------------------------------------------------------------------
+
+AutoOp = Callable[[World, Admission], object]
+AUTOMATION_OPS: dict[str, AutoOp] = {
+    "recall": lambda w, t: w.a.recall("ws", t.credential),
+    "commit_capture": lambda w, t: w.a.commit_capture(
+        "ws",
+        t.credential,
+        idempotency_key=f"memory:{t.id}",
+        key_session_id=t.key_session_id,
+        changes=[MemoryChange("add", "- injected")],
+        expected_version=1,
+    ),
+    "current_memory": lambda w, t: w.a.current_memory("ws", t.credential),
+    "propose": lambda w, t: w.a.propose(
+        "ws", t.credential, changes=[MemoryChange("add", "- y")], base_version=1, reason="read_only"
+    ),
+    "append_transcript": lambda w, t: w.a.append_transcript("ws", t.credential, "assistant", "spoofed answer"),
+    "conversation_history": lambda w, t: w.a.conversation_history("ws", t.credential),
+    "list_documents": lambda w, t: w.a.list_documents("ws", t.credential),
+    "search_documents": lambda w, t: w.a.search_documents("ws", t.credential, "revenue"),
+    "read_document": lambda w, t: w.a.read_document("ws", t.credential, "notes/q3.md"),
+    "put_document": lambda w, t: w.a.put_document("ws", t.credential, "notes/q3.md", "overwritten", 1),
+    "delete_document": lambda w, t: w.a.delete_document("ws", t.credential, "notes/q3.md", 1),
+    "move_document": lambda w, t: w.a.move_document("ws", t.credential, "notes/q3.md", "notes/moved.md", 1),
+    "restore_document": lambda w, t: w.a.restore_document("ws", t.credential, "notes/q3.md", 1),
+}
+#: Recall never raises: it withholds with a status, and records that it did.
+WITHHELD = {
+    "another workspace's credential": None,  # refused outright
+    "a forged credential": None,
+    "a newer turn's credential": RecallStatus.SUPERSEDED,
+    "an expired credential": RecallStatus.UNAVAILABLE,
+    "a removed member's credential": RecallStatus.NO_ACCESS,
+    "a revoked key session": RecallStatus.UNAVAILABLE,
+}
+#: Listing names no text and needs no key, so a revoked key session alone does not stop it.
+NEEDS_NO_KEY = {"list_documents"}
+
+
+def _presented(world: World, who: str) -> Admission:
+    a, w = world.a, world
+    if who == "another workspace's credential":
+        t = w.other_turn
+        return Admission(**{**t.__dict__, "workspace_id": "ws"})  # mallory's real credential, aimed at ws
+    if who == "a forged credential":
+        return Admission(**{**w.turn.__dict__, "credential_nonce": "forged-" + w.turn.credential_nonce[7:]})
+    if who == "a newer turn's credential":
+        a.admit(LOCAL_USER, "ws", "conv", idempotency_key="t2", key_session_id=w.session, memory_state=None)
+        return w.turn
+    if who == "an expired credential":
+        w.clock.advance(15 * 60 + 1)
+        return w.turn
+    if who == "a removed member's credential":
+        w.service.accounts.remove_member("ws", LOCAL_USER)
+        return w.turn
+    if who == "a revoked key session":
+        a.revoke_key_session(LOCAL_USER, w.session)
+        return w.turn
+    raise AssertionError(who)
+
+
+@pytest.mark.parametrize("who", list(WITHHELD))
+def test_automation_refuses_every_retired_or_foreign_credential(world: World, who: str) -> None:
+    presented = _presented(world, who)
+    reached = []
+    for name, op in AUTOMATION_OPS.items():
+        before = dump(world.path)
+        try:
+            result = op(world, presented)
+        except MemframeError as exc:
+            assert_clean(world, name, exc)
+            if name == "recall" and WITHHELD[who] is not None:
+                reached.append(f"recall raised {type(exc).__name__} instead of withholding")
+        else:
+            if name == "recall" and isinstance(result, RecallResult) and WITHHELD[who] is not None:
+                if (result.status, result.text) != (WITHHELD[who], None):
+                    reached.append(f"recall: {result.status.value} with text {result.text is not None}")
+                assert_clean(world, name, AssertionError(repr(result)))
+                continue  # its receipt is the one change recall makes
+            if not (name in NEEDS_NO_KEY and who == "a revoked key session"):
+                reached.append(f"{name}: succeeded ({str(result)[:60]})")
+            else:
+                assert "4711" not in repr(result) and "revenue" not in repr(result)
+        changed = diff_dumps(before, dump(world.path))
+        if changed:
+            reached.append(f"{name}: changed {changed}")
+    assert not reached, f"{who} reached:\n" + "\n".join(reached)
+
+
+def test_a_live_turn_reaches_what_it_should(world: World) -> None:
+    """The control: the same operations with a live credential do work, so the refusals above mean something."""
+    t = world.turn
+    assert world.a.recall("ws", t.credential).status is RecallStatus.PROVIDED
+    assert world.a.read_document("ws", t.credential, "notes/q3.md") == (1, NOTE_TEXT)
+    assert world.a.current_memory("ws", t.credential)[0] == 1
+    assert [r for r, _ in world.a.conversation_history("ws", t.credential)] == ["user"]
+    assert world.a.list_documents("ws", t.credential) == [("notes/q3.md", 1)]
+    receipt = AUTOMATION_OPS["commit_capture"](world, t)
+    assert receipt.version.version == 2  # type: ignore[attr-defined]
+
+
+def test_off_cannot_be_bypassed_through_the_current_memory(world: World) -> None:
+    world.service.set_policy(LOCAL_USER, "ws", Mode.OFF, 1)
+    with pytest.raises(MemframeError) as refused:
+        world.a.current_memory("ws", world.turn.credential)
+    assert_clean(world, "current_memory", refused.value)
+
+
+def test_reprs_of_authority_objects_hide_credentials_and_keys(world: World) -> None:
+    from memframe.assistant.memory_tool import TurnContext
+
+    t = world.turn
+    context = TurnContext(t.workspace_id, t.conversation_id, t.id, t.credential, t.mode, t.key_session_id)
+    session_info = world.a.key_sessions.describe(world.session)
+    for obj in (t, context, session_info, world.a.key_sessions._sessions[world.session]):
+        text = repr(obj)
+        assert world.turn.credential_nonce not in text, f"{type(obj).__name__} repr shows the credential"
+        assert world.key.hex() not in text and repr(world.key) not in text, f"{type(obj).__name__} repr shows the key"
