@@ -221,3 +221,13 @@ def test_deleted_memory_is_a_tombstone_plain_writes_do_not_revive(world: World) 
 def test_bad_base_version(world: World) -> None:
     with pytest.raises((InvalidInput, VersionConflict)):
         world.client().save("x", -1)
+
+
+def test_people_manage_any_file_including_the_memory(world: World) -> None:
+    b = world.client()
+    assert b.read_file("notes/a.md") == (0, "", False)
+    assert b.write_file("notes/a.md", "hello\n", 0).version == 1
+    assert b.write_file(MEMORY_PATH, "memory by hand\n", 0).version == 1
+    assert world.client().read_file("notes/a.md") == (1, "hello\n", False)
+    assert sorted(b.list_files()) == [(MEMORY_PATH, 1, False), ("notes/a.md", 1, False)]
+    assert b.load().text == "memory by hand\n"

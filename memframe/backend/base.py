@@ -79,6 +79,9 @@ class MemoryStore(Protocol):
     def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         """Newest first; metadata only."""
 
+    def list_files(self) -> list[tuple[str, int, bool]]:
+        """(path, head version, deleted) of every file in the workspace."""
+
     def get_version(self, path: str, version: int) -> StoredVersion:
         """One revision's metadata and ciphertext, or NotFound."""
 

@@ -65,6 +65,9 @@ class LocalStore:
     def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         return self.service.list_versions(self.user, self.workspace_id, path, limit=limit, before=before)
 
+    def list_files(self) -> list[tuple[str, int, bool]]:
+        return self.service.list_files(self.user, self.workspace_id)
+
     def get_version(self, path: str, version: int) -> StoredVersion:
         return self.service.get_version(self.user, self.workspace_id, path, version)
 

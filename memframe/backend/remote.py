@@ -219,6 +219,13 @@ class RemoteStore:
             raise _not_understood(self)
         return [_info(row, self) for row in rows]
 
+    def list_files(self) -> list[tuple[str, int, bool]]:
+        payload = self._request("GET", f"{self._prefix}/files")
+        try:
+            return [(str(f["path"]), int(f["version"]), bool(f["deleted"])) for f in payload["files"]]
+        except (KeyError, TypeError, ValueError):
+            raise _not_understood(self) from None
+
     def get_version(self, path: str, version: int) -> StoredVersion:
         return _stored(self._request("GET", self._file_url(f"revisions/{int(version)}", path)), self)
 

@@ -42,13 +42,30 @@ class SealedBackend:
 
     # --- sealing -------------------------------------------------------------------------
 
-    def _seal(self, text: str) -> bytes:
-        return seal(self._key, text, workspace_id=self.workspace_id, path=MEMORY_PATH)
+    def _seal(self, text: str, path: str = MEMORY_PATH) -> bytes:
+        return seal(self._key, text, workspace_id=self.workspace_id, path=path)
 
-    def _open(self, blob: bytes | None) -> str:
+    def _open(self, blob: bytes | None, path: str = MEMORY_PATH) -> str:
         if blob is None:
             return ""
-        return open_sealed(self._key, blob, workspace_id=self.workspace_id, path=MEMORY_PATH)
+        return open_sealed(self._key, blob, workspace_id=self.workspace_id, path=path)
+
+    # --- any file of the workspace (people manage every path, the memory's included) -------
+
+    def list_files(self) -> list[tuple[str, int, bool]]:
+        """(path, head version, deleted) of every file, without decrypting anything."""
+        return self.store.list_files()
+
+    def read_file(self, path: str) -> tuple[int, str, bool]:
+        """(version, text, deleted) of a file's head; (0, "", False) if it was never created."""
+        head = self.store.get_file(path)
+        if head is None:
+            return 0, "", False
+        return head.info.version, self._open(head.ciphertext, path), head.info.operation is Operation.DELETE
+
+    def write_file(self, path: str, text: str, base_version: int) -> VersionInfo:
+        """One direct write of any file against its exact base version (0 = create-only)."""
+        return self.store.put_file(path, self._seal(text, path), base_version)
 
     # --- reads ---------------------------------------------------------------------------
 
