@@ -58,9 +58,7 @@ def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str) -> str
     if len(blob) < SEAL_OVERHEAD:
         raise DecryptionFailed()
     try:
-        plain = _aesgcm(key).decrypt(
-            blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated_data(workspace_id, path)
-        )
+        plain = _aesgcm(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated_data(workspace_id, path))
         return plain.decode("utf-8")
     except (InvalidTag, UnicodeDecodeError, ValueError) as exc:
         raise DecryptionFailed() from exc
