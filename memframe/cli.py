@@ -487,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         cli_server.register(sub, common)
+    importlib.import_module("memframe.cli_mcp").register(sub, common)  # `mcp`: notes + Assistant for MCP clients
     return parser
 
 
