@@ -1,4 +1,4 @@
-"""The Memory frame: a Textual app to edit, review, undo and clear a workspace's memory.
+"""The Memory frame: a Textual app to edit, review, undo and clear a workspace's memory, and talk to its Assistant.
 
 Layout, so the folder reads as the architecture:
 
@@ -11,7 +11,12 @@ Layout, so the folder reads as the architecture:
     editor.py       the Markdown editor with its rendered preview
     status.py       the status bar, the size meter and the oversized warning
     mode.py         the mode switcher (compare-and-set on the policy revision)
-    changes.py      the Changes screen: revisions page by page, diffs, Undo
+    changes.py      the Changes screen: revisions page by page, diffs, Undo; opens at a given revision
+    apply.py        the main screen's flows for the Assistant's changes: apply a proposal, catch up
+    conversation.py this session's conversation and how receipts and tool outcomes are worded (no Textual)
+    assistant_calls.py  sends, AI switch and proposal previews as run on worker threads (no Textual)
+    assistant.py    the Assistant pane: send, answers with their receipts, Changes at a revision, AI on/off
+    proposals.py    the Proposals screen: pending proposals with their diffs; Apply (a Save) or Dismiss
     dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views
     screenshots.py  `python -m memframe.tui.screenshots DIR`: SVGs of the main states
 

@@ -62,6 +62,13 @@ def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
         elif request.kind is WriteKind.CLEAR:
             text = ""
             info = backend.clear(request.base_version)
+        elif request.kind is WriteKind.APPLY:
+            assert request.proposal is not None
+            info = backend.apply_proposal(request.proposal.id, request.base_version)
+            # The backend applied the edits to exactly `base_version`'s text, as `text` was computed;
+            # reading the revision back makes the editor show what the server holds even so.
+            applied = attempt(lambda: backend.read_revision(info.version))[0]
+            text = text if applied is None else applied
         else:
             assert request.revision is not None
             text = backend.read_revision(request.revision)

@@ -6,6 +6,9 @@ the frame. Decrypting and diffing the highlighted revision runs on a worker
 thread too; a newer highlight supersedes an older one. Undo is not done here:
 the screen dismisses with the revision and the main screen restores it with
 the same draft and conflict handling as a Save.
+
+Opened `at` a revision (an Assistant answer's receipt), it keeps fetching
+pages until that revision is listed, then puts the cursor on it.
 """
 
 from __future__ import annotations
@@ -42,9 +45,13 @@ class ChangesScreen(Screen[int | None]):
     ]
 
     def __init__(
-        self, backend: Backend, state: DocumentState, *, clock: Callable[[], float], page_size: int = PAGE_SIZE
-    ) -> None:
+        self, backend: Backend, state: DocumentState, *, clock: Callable[[], float], page_size: int = PAGE_SIZE,
+        at: int | None = None,
+    ) -> None:  # fmt: skip
         super().__init__()
+        #: The revision to open at, until it has been found (or shown not to exist).
+        self.at = at
+        self.opened_at: int | None = None
         self.backend = backend
         self.state = state
         self.clock = clock
@@ -81,6 +88,8 @@ class ChangesScreen(Screen[int | None]):
         more = "" if self.complete else " (more load as you scroll)"
         text = f"Changes — {len(self.rows)} revision{'s' if len(self.rows) != 1 else ''} loaded{more}"
         text += f" · ● is version {self.state.base_version}, what the editor is based on"
+        if self.opened_at is not None:
+            text += f" · opened at revision {self.opened_at}"
         self.query_one("#changes-title", Static).update(text + (f" · {note}" if note else ""))
 
     def _request_page(self) -> None:
@@ -113,10 +122,31 @@ class ChangesScreen(Screen[int | None]):
             self.oldest = page.rows[-1].version
         self.complete = page.last_page or (self.oldest is not None and self.oldest <= 1)
         self._title()
+        if self.at is not None and self._seek(self.at):
+            return
         if first and not page.rows:
             self.query_one("#diff", Static).update("No revisions yet: the memory has never been saved.")
         elif first:
             self._show_diff(page.rows[0].version)
+
+    def _seek(self, version: int) -> bool:
+        """Move the cursor to `version` once it is listed; fetch the next page until then. True while seeking."""
+        if version in self.rows:
+            self.at, self.opened_at = None, version
+            table = self.query_one("#revisions", DataTable)
+            row = table.get_row_index(str(version))
+            if row == table.cursor_row:
+                self._show_diff(version)
+            table.move_cursor(row=row)
+            self._title()
+            return True
+        if not self.complete:
+            self._title(f"looking for revision {version}…")
+            self._request_page()
+            return True
+        self.at = None
+        self._title(f"revision {version} is not in this history")
+        return False
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is None:
@@ -153,6 +183,8 @@ class ChangesScreen(Screen[int | None]):
         title = f"Revision {diff.version}"
         if info is not None:
             title += f" · {operation(info)} by {who(info)} · {human_size(info.size)}"
+        if diff.version == self.opened_at:
+            title += " · the revision that answer used"
         title += f"\n{diff.old_label} → {diff.new_label}   (d: diff against the "
         title += "current text)" if diff.against == "previous" else "previous revision)"
         self.query_one("#diff-title", Static).update(title)

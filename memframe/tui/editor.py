@@ -2,19 +2,24 @@
 
 The editor owns no document state: the screen reads `text` and mirrors it
 into `DocumentState`. Highlighting needs Textual's tree-sitter extras; when
-they are missing the editor is plain text rather than failing.
+they are missing the editor is plain text rather than failing. The preview's
+Markdown widget (and its parser) is made the first time the preview is shown,
+so opening the frame does not load it before the first paint.
 """
 
 from __future__ import annotations
 
 from importlib.util import find_spec
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
-from textual.widgets import ContentSwitcher, Markdown, TextArea
+from textual.widgets import ContentSwitcher, TextArea
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
 
 PLACEHOLDER = (
     "The memory is empty. Write what the Assistant should keep in mind across conversations, in Markdown; ctrl+s saves."
@@ -52,8 +57,7 @@ class MemoryEditor(Vertical):
                 id="editor-text",
             )
             yield area
-            with VerticalScroll(id="editor-preview"):
-                yield Markdown(open_links=False)
+            yield VerticalScroll(id="editor-preview")  # the Markdown widget arrives with the first preview
 
     def on_mount(self) -> None:
         self.area.cursor_blink = self._cursor_blink
@@ -98,4 +102,11 @@ class MemoryEditor(Vertical):
 
     def _render_preview(self) -> None:
         text = self.area.text or "*The memory is empty.*"
-        self.query_one(Markdown).update(text)
+        pane = self.query_one("#editor-preview", VerticalScroll)
+        shown: list[Markdown] = list(pane.query("Markdown"))  # type: ignore[arg-type]
+        if shown:
+            shown[0].update(text)
+            return
+        from textual.widgets import Markdown
+
+        pane.mount(Markdown(text, open_links=False))

@@ -1,8 +1,8 @@
 """The main screen: the editor under its status bar, and every flow that writes.
 
-Each flow (Save, Clear, Undo, Reload, Quit, Mode) is an async worker that
-reads top to bottom: it asks the person through typed dialogs
-(`push_screen_wait`) and awaits backend replies. Backend calls themselves
+Each flow (Save, Clear, Undo, Reload, Quit, Mode; applying a proposal, in
+apply.py) is an async worker that reads top to bottom: it asks the person
+through typed dialogs (`push_screen_wait`) and awaits backend replies. Backend calls themselves
 run on thread workers and come back as messages; the handler applies the
 outcome to `DocumentState` first, then wakes the waiting flow. Flows run one
 at a time, so "wait for an in-flight save before deciding" is the queue itself.
@@ -21,13 +21,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, TextArea
 
 from memframe.backend.base import Backend
+from memframe.core.turns import Proposal
 from memframe.core.types import MemoryDocument, utf8_size
 from memframe.tui import calls
+from memframe.tui.apply import apply_flow, catch_up_flow
+from memframe.tui.assistant import AssistantScreen
 from memframe.tui.changes import ChangesScreen
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.editor import PLACEHOLDER, MemoryEditor
 from memframe.tui.messages import Loaded, Tickets, WriteFinished
 from memframe.tui.mode import ModeSwitcher
+from memframe.tui.proposals import ProposalsScreen
 from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
 from memframe.tui.status import MessageLine, SizeWarning, StatusBar
 
@@ -42,7 +46,13 @@ class MemoryScreen(Screen[None]):
         Binding("ctrl+g", "changes", "Changes", tooltip="Revisions, diffs and Undo", id="memframe.changes"),
         Binding("ctrl+l", "clear", "Clear", tooltip="Empty the memory and fence older automatic work",
                 id="memframe.clear"),
-        Binding("ctrl+r", "reload", "Reload", tooltip="Load the server's current version", id="memframe.reload"),
+        # Not in the footer (ctrl+r and the palette still work), so the footer fits 100 columns.
+        Binding("ctrl+r", "reload", "Reload", tooltip="Load the server's current version", show=False,
+                id="memframe.reload"),
+        Binding("f2", "assistant", "Assistant", tooltip="Talk to the Assistant; see which revision each answer used",
+                id="memframe.assistant"),
+        Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
+                id="memframe.proposals"),
     ]  # fmt: skip
 
     def __init__(
@@ -73,7 +83,7 @@ class MemoryScreen(Screen[None]):
         self._flow_lock = asyncio.Lock()
         self.state.say("Loading the memory…")
         self.refresh_view()
-        self.run_flow("loading", self._load_flow)
+        self.run_flow("loading", self._first_load_flow)
 
     def refresh_view(self) -> None:
         self.query_one(StatusBar).show(self.state)
@@ -84,12 +94,12 @@ class MemoryScreen(Screen[None]):
         self.state.edit(event.text_area.text)
         self.refresh_view()
 
-    def _sync(self) -> None:
+    def sync_draft(self) -> None:
         """Read the draft from the editor: a keypress may not have reached `on_text_area_changed` yet."""
         if self.state.loaded:
             self.state.edit(self.editor.text)
 
-    def _say(self, message: str, *, error: bool = False) -> None:
+    def say(self, message: str, *, error: bool = False) -> None:
         self.state.say(message, error=error)
         self.refresh_view()
 
@@ -107,14 +117,14 @@ class MemoryScreen(Screen[None]):
             try:
                 await flow()
             except Exception as exc:  # a bug must not cost the person their draft
-                self._say(f"Something went wrong while {name}: {exc}. Your draft is kept.", error=True)
+                self.say(f"Something went wrong while {name}: {exc}. Your draft is kept.", error=True)
             finally:
                 self.busy = None
                 self.refresh_view()
 
     # --- backend calls: thread workers, replies as messages -------------------------------------
 
-    async def _load(self) -> calls.LoadOutcome:
+    async def read_memory(self) -> calls.LoadOutcome:
         ticket = self.tickets.issue()
         reply = self.tickets.wait(ticket)
         self._load_worker(ticket)
@@ -137,10 +147,10 @@ class MemoryScreen(Screen[None]):
         self.refresh_view()
         self.tickets.resolve(message.ticket, outcome)
 
-    async def _write(self, request: WriteRequest) -> WriteOutcome:
+    async def write(self, request: WriteRequest) -> WriteOutcome:
         self.state.begin(request)
         if request.kind is not WriteKind.SAVE:
-            self.editor.set_editable(False)  # a Clear or Undo replaces the text; no typing meanwhile
+            self.editor.set_editable(False)  # a Clear, Undo or Apply replaces the text; no typing meanwhile
         self.refresh_view()
         ticket = self.tickets.issue()
         reply = self.tickets.wait(ticket)
@@ -153,7 +163,7 @@ class MemoryScreen(Screen[None]):
 
     def on_write_finished(self, message: WriteFinished) -> None:
         outcome = message.outcome
-        self._sync()
+        self.sync_draft()
         self.state.finish(outcome)
         if outcome.request.kind is not WriteKind.SAVE:
             self.editor.load(self.state.draft)
@@ -163,54 +173,60 @@ class MemoryScreen(Screen[None]):
 
     # --- the flows ------------------------------------------------------------------------------
 
+    async def _first_load_flow(self) -> None:
+        """The first load waits for the first paint, so reading and decrypting (and importing
+        cryptography) never delay it; it is queued first, so no flow runs before it."""
+        await self.wait_for_refresh()
+        await self._load_flow()
+
     async def _load_flow(self) -> None:
-        outcome = await self._load()
+        outcome = await self.read_memory()
         if outcome.error is None:
-            self._say("" if self.state.base_version else "A new, empty memory. Write, then ctrl+s to save.")
+            self.say("" if self.state.base_version else "A new, empty memory. Write, then ctrl+s to save.")
         elif outcome.doc is None and self.state.loaded:
-            self._say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.", error=True)
+            self.say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.", error=True)
         elif outcome.doc is None:
             self.editor.area.placeholder = (
                 "The memory is not loaded, so there is nothing to edit yet: ctrl+r tries again."
             )
-            self._say(f"Could not load the memory: {outcome.error} Press ctrl+r to try again.", error=True)
+            self.say(f"Could not load the memory: {outcome.error} Press ctrl+r to try again.", error=True)
         else:
-            self._say(f"Loaded, but the mode could not be read: {outcome.error}", error=True)
+            self.say(f"Loaded, but the mode could not be read: {outcome.error}", error=True)
 
     async def _save_flow(self) -> bool:
         """Save the draft; True when the draft's fate is settled (saved, or discarded in the conflict view)."""
-        self._sync()
+        self.sync_draft()
         state = self.state
         if not state.loaded:
-            self._say("The memory is not loaded, so there is no version to save against: press ctrl+r.", error=True)
+            self.say("The memory is not loaded, so there is no version to save against: press ctrl+r.", error=True)
             return False
         if not state.dirty:
             newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: ctrl+r loads it."
-            self._say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
+            self.say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
             return True
-        outcome = await self._write(WriteRequest.save(state.draft, state.base_version))
+        outcome = await self.write(WriteRequest.save(state.draft, state.base_version))
         while outcome.conflict and outcome.server is not None:
             choice = await self.app.push_screen_wait(
                 ConflictScreen(outcome.server, state.draft, state.base_version, now=self.clock())
             )
             if choice == "edit":
-                self._say(f"Keep editing. Version {outcome.server.version} is newer; ctrl+s shows the conflict again.")
+                self.say(f"Keep editing. Version {outcome.server.version} is newer; ctrl+s shows the conflict again.")
                 return False
             if choice == "discard":
-                self._take(outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")
+                self.take(outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")
                 return True
             server = outcome.server
-            outcome = await self._write(WriteRequest.save(state.draft, server.version, revive=server.deleted))
+            outcome = await self.write(WriteRequest.save(state.draft, server.version, revive=server.deleted))
         return outcome.ok
 
-    def _take(self, doc: MemoryDocument, message: str) -> None:
+    def take(self, doc: MemoryDocument, message: str, *, error: bool = False) -> None:
         self.state.adopt(doc)
         self.editor.load(doc.text)
-        self._say(message)
+        self.say(message, error=error)
 
     async def resolve_draft(self, purpose: str) -> bool:
         """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on."""
-        self._sync()
+        self.sync_draft()
         if not self.state.dirty:
             return True
         choice = await self.app.push_screen_wait(SaveDiscardCancel(purpose, self.state.base_version, self.state.size))
@@ -221,63 +237,63 @@ class MemoryScreen(Screen[None]):
             return True
         if choice == "save":
             return await self._save_flow()
-        self._say("Cancelled; your draft is still here.")
+        self.say("Cancelled; your draft is still here.")
         return False
 
     async def _reload_flow(self) -> None:
         if await self.resolve_draft("before reloading"):
-            outcome = await self._load()
+            outcome = await self.read_memory()
             if outcome.doc is not None:
-                self._say(f"Reloaded version {outcome.doc.version} from the server.")
+                self.say(f"Reloaded version {outcome.doc.version} from the server.")
             else:
-                self._say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.",
-                          error=True)  # fmt: skip
+                self.say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.",
+                         error=True)  # fmt: skip
 
     async def _clear_flow(self) -> None:
         if not self.state.loaded:
-            self._say("The memory is not loaded, so there is no version to clear: press ctrl+r.", error=True)
+            self.say("The memory is not loaded, so there is no version to clear: press ctrl+r.", error=True)
             return
         if not await self.resolve_draft("before clearing"):
             return
         confirm = ConfirmClear(self.state.workspace_id, self.state.base_version, utf8_size(self.state.server_text))
         if not await self.app.push_screen_wait(confirm):
-            self._say("Clear cancelled; nothing was written.")
+            self.say("Clear cancelled; nothing was written.")
             return
-        outcome = await self._write(WriteRequest.clear(self.state.base_version))
+        outcome = await self.write(WriteRequest.clear(self.state.base_version))
         while outcome.conflict and outcome.server is not None:
             if not await self.app.push_screen_wait(ClearConflict(outcome.server, outcome.policy, now=self.clock())):
-                self._say(f"Kept version {outcome.server.version}; nothing was cleared.")
+                self.say(f"Kept version {outcome.server.version}; nothing was cleared.")
                 return
-            outcome = await self._write(WriteRequest.clear(outcome.server.version))
+            outcome = await self.write(WriteRequest.clear(outcome.server.version))
 
     async def _undo_flow(self, revision: int) -> None:
         if not await self.resolve_draft(f"before restoring revision {revision}"):
             return
         if revision == self.state.base_version:
-            self._say(f"Revision {revision} is already the current version; nothing to restore.")
+            self.say(f"Revision {revision} is already the current version; nothing to restore.")
             return
-        outcome = await self._write(WriteRequest.undo(revision, self.state.base_version))
+        outcome = await self.write(WriteRequest.undo(revision, self.state.base_version))
         while outcome.conflict and outcome.server is not None:
             server = outcome.server
             screen = ConflictScreen(server, outcome.text, self.state.base_version, now=self.clock(), revision=revision)
             choice = await self.app.push_screen_wait(screen)
             if choice == "discard":
-                self._take(server, f"Kept version {server.version}; revision {revision} was not restored.")
+                self.take(server, f"Kept version {server.version}; revision {revision} was not restored.")
                 return
             if choice == "edit":
-                self._take(server, f"Revision {revision}'s text is your draft on top of version {server.version}.")
+                self.take(server, f"Revision {revision}'s text is your draft on top of version {server.version}.")
                 self.editor.load(outcome.text)
                 return
-            outcome = await self._write(WriteRequest.undo(revision, server.version))
+            outcome = await self.write(WriteRequest.undo(revision, server.version))
 
     async def _mode_flow(self) -> None:
         if self.state.policy is None:
-            self._say("The mode is not known until the memory loads: press ctrl+r.", error=True)
+            self.say("The mode is not known until the memory loads: press ctrl+r.", error=True)
             return
         policy = await self.app.push_screen_wait(ModeSwitcher(self.backend, self.state.policy))
         if policy is not None:
             self.state.policy = policy
-            self._say(f"Mode: {policy.mode.label} (policy revision {policy.revision}). {policy.mode.explanation}")
+            self.say(f"Mode: {policy.mode.label} (policy revision {policy.revision}). {policy.mode.explanation}")
 
     async def _leave_flow(self) -> None:
         if await self.resolve_draft("before quitting"):
@@ -301,13 +317,43 @@ class MemoryScreen(Screen[None]):
         self.editor.preview = not self.editor.preview
 
     def action_changes(self) -> None:
-        self._sync()
+        self.open_changes()
+
+    def action_assistant(self) -> None:
+        if not self.app.is_screen_installed("assistant"):
+            # Installed, so the conversation (and a send in flight) survives closing the pane.
+            self.app.install_screen(AssistantScreen(self.backend, self.state, self), "assistant")
+        self.app.push_screen("assistant")
+
+    def action_proposals(self) -> None:
+        self.app.push_screen(ProposalsScreen(self.backend, self.state, self))
+
+    def apply_proposal(self, proposal: Proposal, done: Callable[[], None]) -> None:
+        """Apply `proposal` in the flow queue (after any Save in progress); `done` runs afterwards, always."""
+
+        async def flow() -> None:
+            try:
+                await apply_flow(self, proposal)
+            except Exception as exc:  # said here, so `done` can show it
+                self.say(f"Something went wrong while applying proposal {proposal.id}: {exc}.", error=True)
+            finally:
+                done()
+
+        self.run_flow("applying a proposal", flow)
+
+    def catch_up(self, version: int) -> None:
+        """The Assistant wrote `version` of the memory; load it when the editor holds no draft."""
+        self.run_flow("loading the Assistant's change", lambda: catch_up_flow(self, version))
+
+    def open_changes(self, at: int | None = None) -> None:
+        """Changes, optionally at revision `at`; an Undo chosen there runs here, like any write."""
+        self.sync_draft()
 
         def restore(revision: int | None) -> None:
             if revision is not None:
                 self.run_flow("restoring", lambda: self._undo_flow(revision))
 
-        self.app.push_screen(ChangesScreen(self.backend, self.state, clock=self.clock), restore)
+        self.app.push_screen(ChangesScreen(self.backend, self.state, clock=self.clock, at=at), restore)
 
     def request_leave(self) -> None:
         """Quit, as the person asked: after any flow in progress, and only once the draft is settled."""

@@ -13,7 +13,10 @@ from typing import Any
 from rich.text import Text
 from textual.message import Message
 
+from memframe.core.errors import MemframeError
+from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
 from memframe.tui.calls import HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
+from memframe.tui.conversation import Exchange
 from memframe.tui.state import WriteOutcome
 
 
@@ -54,6 +57,37 @@ class DiffReady(Reply):
         super().__init__(ticket)
         self.diff = diff
         self.rendered = rendered
+
+
+class Answered(Reply):
+    """An Assistant send came back: the answer and its receipt, or why it was not answered."""
+
+    def __init__(self, ticket: int, exchange: Exchange, outcome: SendOutcome) -> None:
+        super().__init__(ticket)
+        self.exchange = exchange
+        self.outcome = outcome
+
+
+class StatusRead(Reply):
+    """Workspace AI and the policy were read (or AI was switched)."""
+
+    def __init__(self, ticket: int, status: AssistantStatus, *, switched: bool = False) -> None:
+        super().__init__(ticket)
+        self.status = status
+        self.switched = switched
+
+
+class ProposalsLoaded(Reply):
+    def __init__(self, ticket: int, found: ProposalList) -> None:
+        super().__init__(ticket)
+        self.found = found
+
+
+class ProposalDismissed(Reply):
+    def __init__(self, ticket: int, proposal_id: str, error: MemframeError | None) -> None:
+        super().__init__(ticket)
+        self.proposal_id = proposal_id
+        self.error = error
 
 
 class Tickets:

@@ -4,7 +4,8 @@ Each state is a `Scenario`: how to seed the workspace, then what a person
 (and a second client racing them) does in the frame. The snapshot tests run
 these same scenarios through `snap_compare`, so the README's pictures and the
 tested states cannot drift apart. Everything is fixed: a temporary
-MEMFRAME_HOME, a frozen clock, UTC, the terminal size, and no cursor blink.
+MEMFRAME_HOME, a frozen clock, UTC, the terminal size, no cursor blink, and
+predictable ids (admission and proposal ids are random, and answers quote them).
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
+import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
-from textual.widgets import TextArea
+from textual.widgets import Input, TextArea
 from textual.worker import WorkerCancelled, WorkerFailed
 
 from memframe.backend.base import Backend
@@ -58,6 +61,37 @@ class FrozenClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+SHORT = """# Workspace memory
+
+## People
+- Aiko prefers short answers.
+- Ben is on leave until 14 January.
+
+## Project
+- Releases are cut on Thursdays.
+"""
+
+
+@contextlib.contextmanager
+def predictable_ids() -> Iterator[None]:
+    """Ids the service draws at random (admissions, proposals) count up instead, as the clock is frozen.
+
+    The Assistant's answers quote their admission id, so a picture of one is
+    only stable when the ids are. Only for screenshots and snapshot tests.
+    """
+    counter = itertools.count(1)
+    original = secrets.token_hex
+
+    def token_hex(nbytes: int | None = None) -> str:
+        return f"{next(counter):0{2 * (nbytes or 32)}x}"
+
+    secrets.token_hex = token_hex  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        secrets.token_hex = original
 
 
 class Outage:
@@ -223,6 +257,62 @@ async def _preview(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
 
 
+def _seed_assistant(stage: Stage) -> None:
+    stage.other.save(SHORT, 0)
+    stage.other.set_ai(True)
+
+
+def _seed_assistant_oversized(stage: Stage) -> None:
+    _seed_oversized(stage)
+    stage.other.set_ai(True)
+
+
+async def ask(pilot: Pilot[Any], message: str) -> None:
+    """Send a message from the Assistant pane, as typing it and pressing enter would, and wait for the answer."""
+    pilot.app.screen.query_one(Input).value = message
+    await pilot.press("enter")
+    await settle(pilot)
+
+
+async def _assistant(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("f2")
+    await settle(pilot)
+    await ask(pilot, "What do you know?")
+
+
+async def _assistant_capture(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("f2")
+    await settle(pilot)
+    await ask(pilot, "remember: - Ben prefers tea.")
+    stage.other.set_policy(Mode.AUTO, stage.other.get_policy().revision)
+    await ask(pilot, "remember: - Aiko is presenting on Friday.")
+
+
+def _seed_proposals(stage: Stage) -> None:
+    stage.other.save(SAMPLE, 0)
+    stage.other.set_ai(True)
+    stage.clock.now -= 1800
+    stage.other.send("c-seed", "remember: - Ben prefers tea.")
+    stage.clock.now += 600
+    stage.other.send("c-seed", "forget: - Ben is on leave until 14 January.")
+    stage.clock.now += 1200
+    stage.other.save(SAMPLE.replace("Ben is on leave until 14 January.", "Ben is back; ask him about billing."), 1)
+
+
+async def _proposals(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("f3")
+    await settle(pilot)
+
+
+async def _proposal_conflict(pilot: Pilot[Any], stage: Stage) -> None:
+    await _proposals(pilot, stage)
+    await pilot.press("down", "a")  # the proposal whose target line was edited since
+    await settle(pilot)
+
+
 SCENARIOS = [
     Scenario("empty", "A new workspace: nothing saved yet", lambda stage: None, _open),
     Scenario("editing", "Editing, with unsaved changes", _seed_sample, _edit),
@@ -234,7 +324,14 @@ SCENARIOS = [
     Scenario("changes", "Changes: revisions and the diff of one", _seed_history, _changes),
     Scenario("mode_conflict", "The mode was changed elsewhere first", _seed_sample, _mode_conflict),
     Scenario("offline", "Save while offline: the draft stays, nothing queued", _seed_sample, _offline),
-]
+    Scenario("assistant", "The Assistant: an answer and the memory revision it used", _seed_assistant, _assistant),
+    Scenario("assistant_withheld", "The Assistant: memory withheld, and why", _seed_assistant_oversized, _assistant),
+    Scenario("assistant_capture", "Remember: a proposal in Read only, Remembered in Auto", _seed_assistant,
+             _assistant_capture),
+    Scenario("proposals", "Proposals: the diff of each against the saved memory", _seed_proposals, _proposals),
+    Scenario("proposal_conflict", "Apply refused: the line it changes was edited since", _seed_proposals,
+             _proposal_conflict),
+]  # fmt: skip
 BY_NAME = {s.name: s for s in SCENARIOS}
 
 
@@ -275,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["MEMFRAME_HOME"] = home
             stage = _local_stage(Path(home), "default")
             try:
-                svg = asyncio.run(screenshot(stage, scenario))
+                with predictable_ids():
+                    svg = asyncio.run(screenshot(stage, scenario))
             finally:
                 stage.frame.close()
                 stage.other.close()

@@ -13,16 +13,21 @@ import enum
 from dataclasses import dataclass
 
 from memframe.backend.save_state import SaveState
-from memframe.core.errors import MemframeError, VersionConflict
+from memframe.core.errors import EditRefused, MemframeError, VersionConflict
+from memframe.core.turns import Proposal
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
 
 
 class WriteKind(enum.StrEnum):
-    """The three human writes; each is one direct upload against a base version."""
+    """The human writes; each is one direct upload against a base version.
+
+    Applying a proposal is a Save of the proposal's result, made by the person.
+    """
 
     SAVE = "save"
     CLEAR = "clear"
     UNDO = "undo"
+    APPLY = "apply"
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class WriteRequest:
     text: str = ""  # the text to save (a Clear writes nothing else; an Undo reads its revision)
     revision: int | None = None  # Undo: the revision whose text is restored
     revive: bool = False  # Save over a deleted document, chosen explicitly
+    proposal: Proposal | None = None  # Apply: the proposal; `text` is its result on the base version's text
 
     @classmethod
     def save(cls, text: str, base_version: int, *, revive: bool = False) -> WriteRequest:
@@ -46,6 +52,10 @@ class WriteRequest:
     @classmethod
     def undo(cls, revision: int, base_version: int) -> WriteRequest:
         return cls(WriteKind.UNDO, base_version, revision=revision)
+
+    @classmethod
+    def apply(cls, proposal: Proposal, result: str, base_version: int) -> WriteRequest:
+        return cls(WriteKind.APPLY, base_version, result, proposal=proposal)
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,10 @@ class DocumentState:
         self.say(_failure(outcome, error), error=True)
 
 
+#: EditRefused reasons that mean the line a proposal targets has changed since it was made.
+TARGET_GONE = ("no_match", "ambiguous", "ambiguous_heading")
+
+
 def _success(outcome: WriteOutcome) -> str:
     assert outcome.info is not None
     version = outcome.info.version
@@ -191,17 +205,40 @@ def _success(outcome: WriteOutcome) -> str:
         )
     if kind is WriteKind.UNDO:
         return f"Restored revision {outcome.request.revision} as version {version}."
+    if kind is WriteKind.APPLY:
+        assert outcome.request.proposal is not None
+        return f"Applied proposal {outcome.request.proposal.id}: the server acknowledged version {version}."
     return f"Saved: the server acknowledged version {version}."
 
 
 def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
     kind = outcome.request.kind
-    verb = {WriteKind.SAVE: "Not saved", WriteKind.CLEAR: "Not cleared", WriteKind.UNDO: "Not restored"}[kind]
+    verb = {WriteKind.SAVE: "Not saved", WriteKind.CLEAR: "Not cleared", WriteKind.UNDO: "Not restored",
+            WriteKind.APPLY: "Not applied"}[kind]  # fmt: skip
     reason = str(error) if error is not None else "unknown failure"
+    if kind is WriteKind.APPLY and isinstance(error, EditRefused) and error.details.get("reason") in TARGET_GONE:
+        clause = target_changed(outcome.request.proposal, outcome.request.base_version, error)
+        return f"{verb} — conflict: {clause}. Memory was not changed; edit it by hand or dismiss the proposal."
     if isinstance(error, VersionConflict):
         newer = error.current_version
+        if kind is WriteKind.APPLY:
+            return f"{verb}: version {newer} was written first; nothing was changed."
         if kind is WriteKind.CLEAR:
             return f"{verb}: version {newer} was written first; nothing was cleared. Retry Clear explicitly."
         return f"{verb}: version {newer} is newer on the server. Your draft is kept; ctrl+s to review."
     keep = "Your draft is kept here" if kind is WriteKind.SAVE else "Nothing changed"
     return f"{verb}: {reason} {keep}; nothing is queued."
+
+
+def target_changed(proposal: Proposal | None, base_version: int, error: EditRefused) -> str:
+    """A proposal's target line changed since it was made: which edit and how, as a clause."""
+    index = error.details.get("index")
+    edit = ""
+    if proposal is not None and isinstance(index, int) and 0 < index <= len(proposal.changes):
+        change = proposal.changes[index - 1]
+        edit = f" (edit {index}: {change.op} {change.line!r})"
+    where = f"version {base_version}"
+    what = {"no_match": "is no longer in", "ambiguous": "now appears more than once in"}.get(
+        str(error.details.get("reason")), "goes under a heading that now appears more than once in"
+    )
+    return f"the line this proposal changes{edit} {what} {where}"

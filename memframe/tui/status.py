@@ -44,7 +44,8 @@ def _version(state: DocumentState) -> Text:
 
 def _marker(state: DocumentState) -> Text:
     if state.writing is not None:
-        verb = {WriteKind.SAVE: "Saving", WriteKind.CLEAR: "Clearing", WriteKind.UNDO: "Restoring"}
+        verb = {WriteKind.SAVE: "Saving", WriteKind.CLEAR: "Clearing", WriteKind.UNDO: "Restoring",
+                WriteKind.APPLY: "Applying a proposal"}  # fmt: skip
         return Text(f"{verb[state.writing.kind]}…", style="bold yellow")
     if state.dirty:
         return Text("● Unsaved changes", style="bold yellow")

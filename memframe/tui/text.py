@@ -6,13 +6,13 @@ same fact the same way and tests can check the wording directly.
 
 from __future__ import annotations
 
-import difflib
 import os
 import time
 from pathlib import Path
 
 from rich.text import Text
 
+from memframe.core.diffs import unified_diff
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Operation, VersionInfo
 
 OVERSIZED_EXPLANATION = (
@@ -29,7 +29,7 @@ CLEAR_BOUNDARY = (
 
 def diff_text(old: str, new: str, old_label: str, new_label: str) -> Text:
     """A coloured unified diff; says so plainly when there is no difference."""
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="", n=2))
+    lines = list(unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="", n=2))
     if not lines:
         return Text(f"No differences between {old_label} and {new_label}.", style="dim")
     out = Text()

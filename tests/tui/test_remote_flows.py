@@ -2,7 +2,8 @@
 
 The frame only knows the Backend seam, so these are the same flows as
 test_flows.py; here they cross HTTP: exact acknowledged versions, a conflict
-view fed by the server's 409, a Clear that loses the race, Undo after Clear.
+view fed by the server's 409, a Clear that loses the race, Undo after Clear,
+an Assistant answer's receipt and a proposal applied as a Save.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from memframe import crypto
 from memframe.core.types import Mode, Operation
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+from memframe.tui.assistant import AssistantScreen
 from memframe.tui.dialogs import ClearConflict, ConflictScreen
 from memframe.tui.mode import ModeSwitcher
-from memframe.tui.screenshots import Outage, Stage, settle
+from memframe.tui.proposals import ProposalsScreen
+from memframe.tui.screenshots import Outage, Stage, ask, settle
 from tests.conftest import FakeClock, World
 from tests.tui.conftest import drive
 from tests.tui.test_flows import TEXT, append, confirm_clear, open_changes_at
@@ -109,3 +112,30 @@ def test_mode_conflict_over_http(remote_stage: Stage) -> None:
 
     drive(app, script)
     assert stage.other.get_policy().mode is Mode.OFF
+
+
+def test_assistant_receipt_and_proposal_apply_over_http(remote_stage: Stage) -> None:
+    """The Assistant pane and Proposals across HTTP: the receipt's revision, then Apply as a Save."""
+    stage = remote_stage
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("f2")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AssistantScreen)
+        await ask(pilot, "what do you know?")
+        await ask(pilot, "remember: - likes tea")
+        assert [e.revision for e in screen.conversation.exchanges] == [1, 1]
+        await pilot.press("f3")
+        await settle(pilot)
+        assert isinstance(app.screen, ProposalsScreen)
+        await pilot.press("a")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- likes tea\n"
+    assert stage.other.proposals() == []

@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from memframe.tui.screenshots import SCENARIOS, SIZE, Scenario, Stage
+from memframe.tui.screenshots import SCENARIOS, SIZE, Scenario, Stage, predictable_ids
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_snapshot(scenario: Scenario, stage: Stage, snap_compare: Any) -> None:
-    scenario.seed(stage)
+    with predictable_ids():
+        scenario.seed(stage)
 
-    async def run_before(pilot: Pilot[Any]) -> None:
-        await scenario.drive(pilot, stage)
+        async def run_before(pilot: Pilot[Any]) -> None:
+            await scenario.drive(pilot, stage)
 
-    assert snap_compare(stage.app(), terminal_size=SIZE, run_before=run_before)
+        assert snap_compare(stage.app(), terminal_size=SIZE, run_before=run_before)

@@ -1,9 +1,9 @@
 """The conflict view: the server's newer text beside yours, the diff below, and an explicit choice.
 
-Shown when a Save or an Undo lost the race. Nothing was written; nothing is
-retried for you. "Keep editing" leaves the draft and its old base alone (a
-later Save conflicts again rather than overwrite silently); "over" writes
-against the newer version only because the person said so.
+Shown when a Save, an Undo or a proposal's Apply lost the race. Nothing was
+written; nothing is retried for you. "Keep editing" leaves the draft and its
+old base alone (a later Save conflicts again rather than overwrite silently);
+"over" writes against the newer version only because the person said so.
 """
 
 from __future__ import annotations
@@ -32,18 +32,25 @@ class ConflictScreen(ModalScreen[ConflictChoice]):
     ]
 
     def __init__(
-        self, server: MemoryDocument, mine: str, base_version: int, *, now: float, revision: int | None = None
-    ) -> None:
+        self, server: MemoryDocument, mine: str, base_version: int, *, now: float, revision: int | None = None,
+        proposal: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(classes="dialog")
         self.server = server
         self.mine = mine
         self.base_version = base_version
         self.now = now
         self.revision = revision  # set when an Undo of this revision lost the race
+        self.proposal = proposal  # set when applying this proposal lost the race; `mine` is it applied to `server`
 
     def compose(self) -> ComposeResult:
         newer = self.server.version
-        if self.revision is None:
+        if self.proposal is not None:
+            mine_label = f"Version {newer} with proposal {self.proposal} applied"
+            overwrite = f"Apply it to version {newer}"
+            edit, discard = "Edit the result", f"Keep version {newer}"
+            lead = f"Version {newer} was written first, so the proposal was not applied. Nothing was written."
+        elif self.revision is None:
             mine_label = f"Your draft (based on version {self.base_version})"
             overwrite = f"Save my draft over version {newer}"
             edit, discard = "Keep editing", f"Discard my draft, take version {newer}"

@@ -1,0 +1,227 @@
+"""The Assistant pane: send a message, read the answer and its receipt, open that revision in Changes.
+
+Each answer is followed by its receipt — which memory revision every model
+call was given, or why memory was withheld — and by what its tools did
+("Remembered" only for a committed receipt). ctrl+g (or enter on an answer)
+opens Changes at exactly the revision the highlighted answer used. Workspace
+AI is switched here, and only here: the mode switcher never does it.
+
+The screen is installed once per app, so this session's conversation, and a
+send still in flight, survive closing and reopening the pane. Sends run on a
+thread worker (the backend waits up to 5 s for an in-flight Save itself);
+every failure comes back as words in the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Footer, Input, ListItem, ListView, Static
+
+from memframe.backend.base import Backend
+from memframe.core.turns import AIConsent
+from memframe.core.types import Policy
+from memframe.tui import assistant_calls
+from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
+from memframe.tui.messages import Answered, StatusRead, Tickets
+from memframe.tui.state import DocumentState
+
+if TYPE_CHECKING:
+    from memframe.tui.memory import MemoryScreen
+
+
+class ExchangeItem(ListItem):
+    """One exchange in the list; redrawn from the `Exchange` whenever it changes."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        super().__init__(Static(render_exchange(exchange), classes="exchange"))
+        self.exchange = exchange
+
+    def redraw(self) -> None:
+        self.query_one(Static).update(render_exchange(self.exchange))
+
+
+class AssistantScreen(Screen[None]):
+    """This session's conversation with the workspace Assistant."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back to editor", id="memframe.assistant.back"),
+        Binding("ctrl+g", "changes", "Changes at its revision",
+                tooltip="Open Changes at the memory revision the highlighted answer used",
+                id="memframe.assistant.changes"),
+        Binding("ctrl+t", "toggle_ai", "AI on/off", tooltip="Turn workspace AI on or off for this workspace",
+                id="memframe.assistant.ai"),
+        Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
+                id="memframe.assistant.proposals"),
+        Binding("up", "move(-1)", "Previous answer", show=False, id="memframe.assistant.previous"),
+        Binding("down", "move(1)", "Next answer", show=False, id="memframe.assistant.next"),
+    ]  # fmt: skip
+
+    def __init__(
+        self, backend: Backend, state: DocumentState, main: MemoryScreen, conversation: Conversation | None = None
+    ) -> None:
+        super().__init__()
+        self.backend = backend
+        self.state = state
+        self.main = main
+        self.conversation = conversation or Conversation.new()
+        self.consent: AIConsent | None = None
+        self.policy: Policy | None = None
+        self.sending = False
+        self.tickets = Tickets()
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="assistant-status")
+        yield Static(id="assistant-ai")
+        yield ListView(*(ExchangeItem(e) for e in self.conversation.exchanges), id="conversation")
+        yield Static(id="assistant-message")
+        yield Input(placeholder="Message the Assistant; enter sends", id="assistant-input")
+        yield Footer()
+
+    @property
+    def exchanges(self) -> ListView:
+        return self.query_one("#conversation", ListView)
+
+    def on_mount(self) -> None:
+        self.query_one("#conversation", ListView).border_title = f"Conversation {self.conversation.id}"
+        self.query_one("#assistant-ai", Static).update("Workspace AI: reading…")
+        if not self.conversation.exchanges:
+            self._say("Each answer is followed by its receipt: the memory revision it used, or why it was withheld.")
+        self.query_one(Input).focus()
+
+    def on_screen_resume(self) -> None:
+        """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile."""
+        self._show_status()
+        self._read_status(self.tickets.issue())
+
+    # --- what the pane says ------------------------------------------------------------------
+
+    def _show_status(self) -> None:
+        state = self.state
+        mode = self.policy.mode if self.policy is not None else state.mode
+        line = Text.assemble(("Assistant", "bold"), (" · ", "dim"), (state.workspace_id, "bold"))
+        if mode is not None:
+            line.append_text(Text.assemble((" · ", "dim"), (mode.label, "bold"), f": {mode.explanation}"))
+        if state.dirty:
+            line.append(f"\nYour unsaved draft is not memory: the Assistant sees saved version {state.base_version}.",
+                        style="yellow")  # fmt: skip
+        self.query_one("#assistant-status", Static).update(line)
+
+    def _say(self, message: str, *, error: bool = False) -> None:
+        line = self.query_one("#assistant-message", Static)
+        line.update(message)
+        line.set_class(error, "-error")
+        line.display = bool(message)
+
+    @work(thread=True, group="io", exit_on_error=False)
+    def _read_status(self, ticket: int) -> None:
+        self.post_message(StatusRead(ticket, assistant_calls.status(self.backend)))
+
+    @work(thread=True, group="io", exit_on_error=False)
+    def _switch_ai(self, ticket: int, enabled: bool) -> None:
+        self.post_message(StatusRead(ticket, assistant_calls.set_ai(self.backend, enabled), switched=True))
+
+    def on_status_read(self, message: StatusRead) -> None:
+        status = message.status
+        if status.policy is not None:
+            self.policy = status.policy
+        if status.consent is not None:
+            self.consent = status.consent
+        if message.switched and status.error is not None:
+            self._say(f"Workspace AI was not switched: {status.error}", error=True)
+        elif message.switched and self.consent is not None:
+            self._say(f"Workspace AI is now {'on' if self.consent.enabled else 'off'} for this workspace.")
+        error = None if self.consent is not None else status.error
+        self.query_one("#assistant-ai", Static).update(ai_line(self.consent, error))
+        self._show_status()
+
+    # --- sending -------------------------------------------------------------------------------
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        text = event.value.strip()
+        if not text:
+            return
+        if self.sending:
+            self.notify("Wait for the answer to the last message first.", timeout=3)
+            return
+        event.input.value = ""
+        exchange = self.conversation.ask(text)
+        await self.exchanges.append(ExchangeItem(exchange))
+        self.exchanges.index = len(self.exchanges) - 1
+        self.sending = True
+        self._say("")
+        self._send(self.tickets.issue(), exchange, self.conversation.id, text)
+
+    @work(thread=True, group="io", exit_on_error=False)
+    def _send(self, ticket: int, exchange: Exchange, conversation_id: str, text: str) -> None:
+        self.post_message(Answered(ticket, exchange, assistant_calls.send(self.backend, conversation_id, text)))
+
+    def on_answered(self, message: Answered) -> None:
+        self.sending = False
+        outcome, exchange = message.outcome, message.exchange
+        exchange.finish(outcome.result, outcome.calls, outcome.error)
+        for item in self.exchanges.query(ExchangeItem):
+            if item.exchange is exchange:
+                item.redraw()
+        self.exchanges.scroll_end(animate=False)
+        if outcome.result is None:
+            off = self.consent is not None and not self.consent.enabled
+            self._say(f"Not sent: {outcome.error}{' ctrl+t turns it on.' if off else ''}", error=True)
+            prompt = self.query_one(Input)
+            if not prompt.value:
+                prompt.value = exchange.question  # so the person can send it again as it was
+            return
+        self._read_status(self.tickets.issue())  # the mode may have changed meanwhile
+        committed = [o.version for o in outcome.result.outcomes if o.committed and o.version is not None]
+        if committed:
+            self.main.catch_up(max(committed))
+        if any(o.kind == "proposed" for o in outcome.result.outcomes):
+            self._say("A proposal waits for your review: f3 opens Proposals.")
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def _selected(self) -> Exchange | None:
+        items = list(self.exchanges.query(ExchangeItem))
+        index = self.exchanges.index
+        if not items:
+            return None
+        return items[index if index is not None and 0 <= index < len(items) else -1].exchange
+
+    def action_changes(self) -> None:
+        exchange = self._selected()
+        if exchange is None:
+            self.notify("There is no answer yet: send a message first.", timeout=3)
+            return
+        if exchange.revision is None:
+            self.notify(no_revision(exchange), timeout=5)
+            return
+        self.main.open_changes(at=exchange.revision)
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        self.action_changes()
+
+    def action_move(self, step: int) -> None:
+        count = len(self.exchanges)
+        if count:
+            current = self.exchanges.index if self.exchanges.index is not None else count - 1
+            self.exchanges.index = max(0, min(count - 1, current + step))
+
+    def action_toggle_ai(self) -> None:
+        if self.consent is None:
+            self._read_status(self.tickets.issue())
+            return
+        self._say(f"Turning workspace AI {'off' if self.consent.enabled else 'on'}…")
+        self._switch_ai(self.tickets.issue(), not self.consent.enabled)
+
+    def action_proposals(self) -> None:
+        self.main.action_proposals()
+
+    def action_close(self) -> None:
+        self.app.pop_screen()

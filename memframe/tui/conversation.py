@@ -1,0 +1,134 @@
+"""This session's conversation with the Assistant, and how each answer's receipt is worded.
+
+A plain object (no Textual) so it outlives the pane that shows it and can be
+read by tests. The receipt is what the server recorded for the answer's
+model calls: which memory revision each call was given, or why it was
+withheld. The wording is honest about capture: only a committed receipt is
+ever shown as "Remembered"; a proposal says it waits for review.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from memframe.core.errors import MemframeError
+from memframe.core.recall import withheld_reason
+from memframe.core.turns import AIConsent, CallRecord, ToolOutcome, TurnResult
+from memframe.core.types import RecallStatus
+
+MEMORY_TOOL = "remember_in_memory"
+
+
+@dataclass
+class Exchange:
+    """One message and its answer (or why there is none), with the answer's receipt."""
+
+    question: str
+    result: TurnResult | None = None
+    #: The receipt: one record per model call of the turn, in call order.
+    calls: list[CallRecord] = field(default_factory=list)
+    error: MemframeError | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.result is None and self.error is None
+
+    @property
+    def revision(self) -> int | None:
+        """The memory revision the answer was written with: its last model call's, if memory was provided."""
+        if not self.calls or self.calls[-1].status is not RecallStatus.PROVIDED:
+            return None
+        return self.calls[-1].revision
+
+    def finish(self, result: TurnResult | None, calls: list[CallRecord], error: MemframeError | None) -> None:
+        self.result, self.calls, self.error = result, list(calls), error
+
+
+class Conversation:
+    """The exchanges of one conversation id, oldest first; the frame starts a new one per session."""
+
+    def __init__(self, conversation_id: str) -> None:
+        self.id = conversation_id
+        self.exchanges: list[Exchange] = []
+
+    @classmethod
+    def new(cls) -> Conversation:
+        return cls(f"frame-{secrets.token_hex(4)}")
+
+    def ask(self, question: str) -> Exchange:
+        exchange = Exchange(question)
+        self.exchanges.append(exchange)
+        return exchange
+
+
+# --- wording ---------------------------------------------------------------------------------------
+
+
+def receipt_line(call: CallRecord) -> str:
+    """What one model call was given, in the words the contract uses."""
+    if call.status is RecallStatus.PROVIDED:
+        return f"memory revision {call.revision} was used"
+    if call.status is RecallStatus.OFF:
+        return "memory is off: nothing was added"
+    if call.status is RecallStatus.EMPTY:
+        return "memory is empty: nothing was added"
+    return f"memory not provided because {withheld_reason(call.status)}"
+
+
+def no_revision(exchange: Exchange) -> str:
+    """Why an answer has no revision to open in Changes."""
+    if exchange.pending:
+        return "This message has no answer yet."
+    if exchange.result is None:
+        return "This message was not answered, so no memory was used."
+    if not exchange.calls:
+        return "No receipt was recorded for this answer."
+    return f"This answer used no memory revision: {receipt_line(exchange.calls[-1])}."
+
+
+def outcome_line(outcome: ToolOutcome) -> tuple[str, str]:
+    """(words, style) for one tool outcome. "Remembered" is said only for a committed receipt."""
+    if outcome.tool != MEMORY_TOOL:
+        return f"{outcome.tool}: {outcome.kind}", "dim"
+    if outcome.committed:
+        return f"✓ Remembered (memory version {outcome.version})", "bold green"
+    if outcome.kind == "proposed":
+        ref = f" {outcome.proposal_id}" if outcome.proposal_id else ""
+        return f"○ Not remembered yet: proposal{ref} waits for your review (f3 opens Proposals)", "yellow"
+    if outcome.kind == "off":
+        return "Not remembered: memory is Off for this workspace", "dim"
+    message = outcome.message if outcome.message.startswith("Not ") else f"Not remembered: {outcome.message}"
+    return f"✗ {message}", "red"
+
+
+def render_exchange(exchange: Exchange) -> Text:
+    """The question, the answer, then its receipt line(s) and tool outcomes."""
+    out = Text.assemble(("you › ", "bold cyan"), exchange.question, "\n")
+    if exchange.pending:
+        out.append("assistant › sending… (a Save in flight is waited for, up to 5 s)", style="dim italic")
+        return out
+    if exchange.result is None:
+        out.append(f"✗ Not sent: {exchange.error}", style="red")
+        return out
+    out.append_text(Text.assemble(("assistant › ", "bold green"), exchange.result.answer))
+    several = len(exchange.calls) > 1
+    for call in exchange.calls:
+        label = f"receipt (call {call.call_index + 1}): " if several else "receipt: "
+        style = "italic" if call.status is RecallStatus.PROVIDED else "italic yellow" if call.status.withheld else "dim"
+        out.append_text(Text.assemble("\n  ", (label, "dim"), (receipt_line(call), style)))
+    for outcome in exchange.result.outcomes:
+        words, style = outcome_line(outcome)
+        out.append_text(Text.assemble("\n  ", (words, style)))
+    return out
+
+
+def ai_line(consent: AIConsent | None, error: MemframeError | None = None) -> str:
+    """One line: is workspace AI on, what that means, and how to switch it here."""
+    if consent is None:
+        return f"Workspace AI: unknown ({error}). ctrl+t tries again."
+    if consent.enabled:
+        return "Workspace AI is on: messages go to the Assistant, with memory as the mode allows. ctrl+t: off"
+    return "Workspace AI is off: nothing is sent to a model. ctrl+t: on (the memory mode never does this)"

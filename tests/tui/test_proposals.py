@@ -1,0 +1,232 @@
+"""Pilot tests for Proposals: Apply is a normal human Save; before a Clear it is refused; a changed target conflicts.
+
+Proposals are made the real way — the scripted model calls remember_in_memory
+while memory is Read only — and each test asserts what the backend then holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
+from memframe.tui.proposals import ProposalsScreen
+from memframe.tui.screenshots import Stage, settle
+from tests.tui.conftest import drive
+from tests.tui.test_flows import append, main_screen
+
+TEXT = "# Memory\n- Aiko prefers short answers.\n"
+
+
+def propose(stage: Stage, message: str) -> str:
+    """Have the Assistant propose a change (memory is Read only); returns the proposal id."""
+    stage.other.set_ai(True)
+    result = stage.other.send("c-test", message)
+    [outcome] = result.outcomes
+    assert outcome.kind == "proposed" and outcome.proposal_id is not None
+    return outcome.proposal_id
+
+
+async def open_proposals(pilot: Pilot[Any]) -> ProposalsScreen:
+    await pilot.press("f3")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ProposalsScreen)
+    return screen
+
+
+def said(screen: ProposalsScreen) -> str:
+    return str(screen.query_one("#proposals-message", Static).content)
+
+
+def pending(stage: Stage) -> list[str]:
+    return [p.id for p in stage.other.proposals()]
+
+
+def test_a_proposal_shows_its_diff_against_the_saved_text(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        view = screen._highlighted()
+        assert view is not None and view.proposal.id == proposal and view.state == "ready"
+        assert view.result == TEXT + "- likes tea\n"
+        diff = str(screen.query_one("#proposal-diff", Static).content)
+        assert "+- likes tea" in diff and "--- version 1" in diff
+
+    drive(app, script)
+
+
+def test_apply_is_a_normal_save_and_the_editor_shows_it(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        assert app.screen is screen
+        assert f"Applied proposal {proposal}: the server acknowledged version 2" in said(screen)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert app.state.save_state.last.header() == "saved; version=2"  # X-Memory-State, as for a Save
+        assert main_screen(pilot).editor.text == TEXT + "- likes tea\n"
+        assert screen.views == {}  # the list was read again: nothing pending
+
+    drive(app, script)
+    doc = stage.other.load()
+    assert (doc.version, doc.text) == (2, TEXT + "- likes tea\n")
+    assert doc.info is not None and doc.info.author.value == "person"
+    assert pending(stage) == []
+
+
+def test_a_proposal_made_before_a_clear_is_refused_with_the_reason(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    stage.other.clear(1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        view = screen._highlighted()
+        assert view is not None and view.made_before_clear and view.state == "before a Clear"
+        await pilot.press("a")
+        await settle(pilot)
+        assert "made before the memory was cleared, so it cannot be applied" in said(screen)
+        assert app.state.base_version == 2
+
+    drive(app, script)
+    assert stage.other.load().version == 2 and stage.other.load().text == ""
+    assert pending(stage) == [proposal]
+
+
+def test_a_clear_after_the_list_was_read_is_refused_by_the_backend(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        stage.other.clear(1)  # another window clears; this list still shows the proposal as ready
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, ProposalsScreen)
+        assert "Not applied: This proposal was made before the memory was cleared" in said(screen)
+        assert app.state.message_is_error
+
+    drive(app, script)
+    assert stage.other.load().version == 2
+    assert pending(stage) == [proposal]
+
+
+def test_a_changed_target_line_shows_as_a_conflict(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "forget: - Aiko prefers short answers.")
+    stage.other.save("# Memory\n- Aiko prefers long answers.\n", 1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        view = screen._highlighted()
+        assert view is not None and view.state == "conflict" and view.result is None
+        assert "is no longer in version 2" in str(screen.query_one("#proposal-diff", Static).content)
+        await pilot.press("a")
+        await settle(pilot)
+        assert "Not applied — conflict: the line this proposal changes" in said(screen)
+        assert "is no longer in version 2" in said(screen)
+
+    drive(app, script)
+    assert stage.other.load().version == 2
+    assert pending(stage) == [proposal]
+
+
+def test_a_newer_version_opens_the_conflict_view_and_applies_only_when_asked(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        stage.other.save(TEXT + "- from another window\n", 1)
+        await pilot.press("a")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConflictScreen) and dialog.proposal is not None
+        assert dialog.mine == TEXT + "- from another window\n- likes tea\n"  # applied to the newer text
+        assert stage.other.load().version == 2  # nothing written yet
+        await pilot.press("o")
+        await settle(pilot)
+        assert app.screen is screen
+        assert (app.state.base_version, app.state.dirty) == (3, False)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- from another window\n- likes tea\n"
+    assert pending(stage) == []
+
+
+def test_keeping_the_newer_version_applies_nothing(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await open_proposals(pilot)
+        stage.other.save(TEXT + "- from another window\n", 1)
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("d")  # keep version 2
+        await settle(pilot)
+        assert (app.state.base_version, app.state.draft) == (2, TEXT + "- from another window\n")
+
+    drive(app, script)
+    assert stage.other.load().version == 2
+    assert pending(stage) == [proposal]
+
+
+def test_an_unsaved_draft_is_settled_before_applying(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- my draft\n")
+        screen = await open_proposals(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, SaveDiscardCancel)
+        await pilot.press("escape")  # cancel: nothing is applied, the draft stays
+        await settle(pilot)
+        assert app.screen is screen and app.state.dirty and stage.other.load().version == 1
+        assert pending(stage) == [proposal]
+        await pilot.press("a")
+        await settle(pilot)
+        await pilot.press("s")  # save the draft first, then apply on top of it
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (3, False)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- my draft\n- likes tea\n"
+    assert pending(stage) == []
+
+
+def test_dismiss_drops_a_proposal_without_touching_memory(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    propose(stage, "remember: - likes tea")
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        assert "Dismissed proposal" in said(screen) and screen.views == {}
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is main_screen(pilot)
+
+    drive(app, script)
+    assert pending(stage) == [] and stage.other.load().version == 1
