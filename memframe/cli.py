@@ -9,7 +9,6 @@ and exits non-zero; a version conflict exits 3 and names the server's version.
 from __future__ import annotations
 
 import argparse
-import difflib
 import getpass
 import importlib
 import os
@@ -215,9 +214,9 @@ def _history_patch(backend: SealedBackend, limit: int) -> int:
 
 
 def _diff(a: str, b: str, va: int, vb: int) -> list[str]:
-    lines = difflib.unified_diff(
-        a.splitlines(keepends=True), b.splitlines(keepends=True), f"revision {va}", f"revision {vb}"
-    )
+    from memframe.core.diffs import unified_diff
+
+    lines = unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), f"revision {va}", f"revision {vb}")
     return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
 
 

@@ -125,9 +125,11 @@ def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None
 
 
 def decode_key_file(raw: bytes, passphrase: str | None = None, *, source: str = "key file") -> bytes:
-    """Read a key file; a wrong passphrase or a damaged file is a KeyFileError, one line."""
-    from cryptography.exceptions import InvalidTag
+    """Read a key file; a wrong passphrase or a damaged file is a KeyFileError, one line.
 
+    A raw key file needs only base64: cryptography is imported for a wrapped one alone,
+    so opening the frame on an unwrapped key does not load it before the first paint.
+    """
     try:
         doc = json.loads(raw)
         if doc.get("format") != _KEYFILE_FORMAT:
@@ -141,6 +143,8 @@ def decode_key_file(raw: bytes, passphrase: str | None = None, *, source: str = 
             salt = base64.b64decode(doc["salt"], validate=True)
             nonce = base64.b64decode(doc["nonce"], validate=True)
             wrapped = base64.b64decode(doc["wrapped"], validate=True)
+            from cryptography.exceptions import InvalidTag
+
             try:
                 key = _aesgcm(_kdf(passphrase, salt)).decrypt(nonce, wrapped, workspace.encode())
             except InvalidTag:

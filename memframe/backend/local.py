@@ -5,18 +5,20 @@ No server is needed; the person is the embedded database's `local` user.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memframe.assistant.automation import InProcessAutomation
-from memframe.assistant.ingress import AssistantEndpoint
-from memframe.assistant.models import ModelClient, ScriptedModel
-from memframe.assistant.runtime import Runtime
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+
+if TYPE_CHECKING:
+    from memframe.assistant.ingress import AssistantEndpoint
+    from memframe.assistant.models import ModelClient
 
 
 class LocalStore:
@@ -36,7 +38,19 @@ class LocalStore:
         self.user = user
         self.location = str(service.db.path)
         self._owns_service = owns_service
-        self.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
+        self._model = model
+
+    @cached_property
+    def endpoint(self) -> AssistantEndpoint:
+        """The Assistant's runtime, built on first use: commands and the frame that never talk to the
+        Assistant do not pay for importing it."""
+        from memframe.assistant.automation import InProcessAutomation
+        from memframe.assistant.ingress import AssistantEndpoint
+        from memframe.assistant.models import ScriptedModel
+        from memframe.assistant.runtime import Runtime
+
+        runtime = Runtime(InProcessAutomation(self.service), self._model or ScriptedModel())
+        return AssistantEndpoint(self.service, runtime)
 
     def get_file(self, path: str) -> StoredVersion | None:
         return self.service.get_file(self.user, self.workspace_id, path)

@@ -104,10 +104,12 @@ class AssistantBase:
         """The admission, only while its credential still speaks for a running turn.
 
         That is: the conversation's credential slot still holds it (no newer message took
-        over), it is within its original expiry, and its person is still a member of the
-        workspace. Every automation route that reads or writes text requires this; recall
-        (which reports a withheld status instead) and capture (which the fence judges in
-        its own batch) take the plain `_admission_for`.
+        over), it is within its original expiry, its person is still a member of the
+        workspace, and workspace AI is still on under the consent it was admitted with (a
+        consent change retires every admission taken before it). Every automation route
+        that reads or writes text requires this; recall (which reports a withheld status
+        instead) and capture (which the fence judges in its own batch) take the plain
+        `_admission_for`.
         """
         admission = self._admission_for(conn, workspace_id, credential)
         slot = conn.execute(
@@ -118,6 +120,7 @@ class AssistantBase:
         member = conn.execute(
             "SELECT 1 FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, admission.user_id)
         ).fetchone()
+        consent = read_consent(conn, workspace_id)
         now = self.db.clock()
         if (
             slot is None
@@ -125,9 +128,11 @@ class AssistantBase:
             or not secrets.compare_digest(str(slot[1]), admission.credential_nonce)
             or now >= min(float(slot[2]), admission.expires_at)
             or member is None
+            or not consent.enabled
+            or consent.revision != admission.ai_consent_revision
         ):
             raise Unauthorized(
                 "The delivery credential no longer holds: a newer message took over, it expired, "
-                "or its person lost access to the workspace."
+                "its person lost access to the workspace, or workspace AI was switched."
             )
         return admission

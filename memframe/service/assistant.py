@@ -231,10 +231,10 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return RecallResult(RecallStatus.STALE, version)
         if version == 0:
             return RecallResult(RecallStatus.EMPTY, 0)
-        head = files.get_version(conn, a.workspace_id, MEMORY_PATH, version)
-        if head.info.size > MEMORY_RECALL_MAX_BYTES:
+        size = files.version_size(conn, a.workspace_id, MEMORY_PATH, version)  # metadata: no ciphertext read twice
+        if size > MEMORY_RECALL_MAX_BYTES:
             return RecallResult(RecallStatus.OVERSIZED, version)
-        if head.info.size == 0:
+        if size == 0:
             return RecallResult(RecallStatus.EMPTY, version)
         return RecallResult(RecallStatus.PROVIDED, version, text=None)
 
@@ -257,8 +257,10 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
 
     def _record_receipt(self, a: Admission, result: RecallResult) -> None:
         with self.db.write() as conn:
+            # By conversation too, so the (conversation_id, id) index answers it, not a scan of every receipt.
             call_index = conn.execute(
-                "SELECT COUNT(*) FROM memory_recall_receipts WHERE admission_id = ?", (a.id,)
+                "SELECT COUNT(*) FROM memory_recall_receipts WHERE conversation_id = ? AND admission_id = ?",
+                (a.conversation_id, a.id),
             ).fetchone()[0]
             conn.execute(
                 "INSERT INTO memory_recall_receipts (admission_id, conversation_id, call_index, status,"

@@ -69,6 +69,14 @@ class CaptureMixin(AssistantBase):
         try:
             with self.db.write() as conn:
                 version = files.check_base(conn, workspace_id, MEMORY_PATH, expected_version)
+                # The fence row first: a refused capture aborts before any version work, and an
+                # accepted one writes its version in the same transaction, so either both land or neither.
+                conn.execute(FENCE_INSERT, {**params, "version": version})
+                if conn.execute(
+                    "SELECT ok FROM workspace_memory_commit_fence WHERE admission_id = ? AND version = ?",
+                    (admission.id, version),
+                ).fetchone() != (1,):
+                    raise sqlite3.IntegrityError("fence row missing")
                 info = files.insert_version(
                     conn,
                     workspace_id=workspace_id,
@@ -80,12 +88,6 @@ class CaptureMixin(AssistantBase):
                     operation=Operation.CAPTURE,
                     ciphertext=blob,
                 )
-                conn.execute(FENCE_INSERT, {**params, "version": version})
-                if conn.execute(
-                    "SELECT ok FROM workspace_memory_commit_fence WHERE admission_id = ? AND version = ?",
-                    (admission.id, version),
-                ).fetchone() != (1,):
-                    raise sqlite3.IntegrityError("fence row missing")
                 marked = conn.execute(
                     "UPDATE workspace_memory_admissions SET consumed_at = ?, committed_version = ?,"
                     " commit_request_hash = ? WHERE id = ? AND consumed_at IS NULL",

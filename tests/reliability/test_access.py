@@ -8,7 +8,8 @@ member who was removed, and as a user who does not exist: each is NotFound
 Automation operations (recall, capture, the current memory, proposals, the
 transcript, every document route) are tried with a credential that is
 another workspace's, forged, superseded by a newer turn, expired, whose
-person was removed from the workspace, or whose key session was revoked:
+person was removed from the workspace, whose key session was revoked, or
+that was admitted before workspace AI was switched off:
 each is refused — an error, or for recall a withheld status with no text —
 and changes nothing but recall's own receipt.
 
@@ -221,6 +222,7 @@ WITHHELD = {
     "an expired credential": RecallStatus.UNAVAILABLE,
     "a removed member's credential": RecallStatus.NO_ACCESS,
     "a revoked key session": RecallStatus.UNAVAILABLE,
+    "a credential from before AI was switched off": RecallStatus.NO_ACCESS,
 }
 #: Listing names no text and needs no key, so a revoked key session alone does not stop it.
 NEEDS_NO_KEY = {"list_documents"}
@@ -244,6 +246,9 @@ def _presented(world: World, who: str) -> Admission:
         return w.turn
     if who == "a revoked key session":
         a.revoke_key_session(LOCAL_USER, w.session)
+        return w.turn
+    if who == "a credential from before AI was switched off":
+        a.set_ai(LOCAL_USER, "ws", False)
         return w.turn
     raise AssertionError(who)
 

@@ -22,6 +22,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,8 @@ from tests.reliability.support import raw, record_figures, sized, store_problems
 
 pytestmark = pytest.mark.crash
 
-TRIALS = sized(200, 5000)
-BATCH = sized(50, 100)  # trials that share one database file
+BATCH = 50  # trials that share one database file (its checks grow with it)
+BATCHES = sized(4, 100)  # 200 trials in `make test`, 5,000 in the soak
 KILL_AFTER = (0.001, 0.030)  # seconds after the child is ready
 
 
@@ -96,6 +97,9 @@ def one_trial(ctx: Any, db: Path, key: bytes, rng: random.Random) -> list[tuple[
         assert child.exitcode == -signal.SIGKILL, f"the child stopped by itself (exit {child.exitcode}); see stderr"
         return [ready, *drain(reader)]
     finally:
+        if child.is_alive():  # interrupted (a failed check, a timeout): never leave a writer behind
+            child.kill()
+            child.join(10)
         reader.close()
         child.close()
 
@@ -174,25 +178,35 @@ def every_version_opens(db: Path, key: bytes) -> int:
     return len(blobs)
 
 
-def test_sigkill_mid_write_loses_nothing_acknowledged(tmp_path: Path, forkserver: Any) -> None:
-    rng = random.Random(0x5EED)
+@pytest.fixture(scope="module")
+def tally() -> Iterator[Counter[str]]:
+    """The figures of every batch in this run, reported once at the end."""
     totals: Counter[str] = Counter()
     started = time.perf_counter()
-    done = 0
-    batch = 0
-    while done < TRIALS:
-        batch += 1
-        db = tmp_path / f"crash-{batch}.db"
-        key = crypto.new_key()
-        new_database(db, key)
-        ledger = Ledger()
-        for _ in range(min(BATCH, TRIALS - done)):
-            verify(db, one_trial(forkserver, db, key, rng), ledger)
-            done += 1
-        totals["versions opened"] += every_version_opens(db, key)
-        totals.update(ledger.stats)
-    elapsed = time.perf_counter() - started
-    record_figures("crash", trials=done, seconds=round(elapsed, 1), **dict(totals))
-    assert done >= TRIALS
-    # The kills really land among writes: most trials acknowledged several calls.
-    assert totals["write"] + totals["capture"] >= TRIALS, dict(totals)
+    yield totals
+    if totals["trials"]:
+        record_figures("crash", seconds=round(time.perf_counter() - started, 1), **dict(totals))
+
+
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_sigkill_mid_write_loses_nothing_acknowledged(
+    tmp_path: Path, forkserver: Any, tally: Counter[str], batch: int
+) -> None:
+    """One batch: BATCH trials, each a child SIGKILLed mid-write, on one fresh database file."""
+    rng = random.Random(0x5EED + batch)
+    db = tmp_path / "crash.db"
+    key = crypto.new_key()
+    new_database(db, key)
+    ledger = Ledger()
+    busy = 0
+    for _ in range(BATCH):
+        acks = one_trial(forkserver, db, key, rng)
+        busy += len(acks) > 1
+        verify(db, acks, ledger)
+    ledger.stats["versions opened"] += every_version_opens(db, key)
+    ledger.stats["trials"] += BATCH
+    ledger.stats["trials killed after at least one acknowledged call"] += busy
+    tally.update(ledger.stats)
+    # The kills land among the writes, not only before them (typically ~75% of children have had a
+    # call acknowledged; on a loaded disk the first fsync can outlast the 30 ms, hence the margin).
+    assert busy >= BATCH // 5, f"only {busy} of {BATCH} children were killed after a first acknowledgement"

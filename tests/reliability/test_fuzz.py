@@ -41,7 +41,7 @@ pytestmark = pytest.mark.fuzz
 
 TAMPERINGS = sized(10_000, 100_000)
 PER_EXAMPLE = 20
-STORED_TAMPERINGS = sized(200, 2_000)
+STORED_TAMPERINGS = sized(200, 1_000)
 
 KEY_WS, KEY_WS2 = crypto.new_key(), crypto.new_key()
 PLACES = [
@@ -336,7 +336,7 @@ def test_the_cli_reports_a_tampered_memory_in_one_line(capsys: pytest.CaptureFix
 
 # --- the served OpenAPI, under Schemathesis ---------------------------------------------------------
 
-SCHEMATHESIS_EXAMPLES = sized(6, 150)  # per operation
+SCHEMATHESIS_EXAMPLES = sized(6, 50)  # per operation
 
 
 def fuzz_operation(
