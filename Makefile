@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test check lint format bench screenshots clean
+.PHONY: run test check lint format bench soak screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ screenshots: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The reliability families at a larger size (see RELIABILITY.md).
+soak: $(STAMP)
+	MEMFRAME_SOAK=1 $(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
