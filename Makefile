@@ -41,7 +41,8 @@ bench: $(STAMP)
 
 # The reliability families at a larger size (see RELIABILITY.md).
 soak: $(STAMP)
-	MEMFRAME_SOAK=1 $(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
+	MEMFRAME_SOAK=1 MEMFRAME_RELIABILITY_REPORT=soak-report.jsonl \
+		$(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
