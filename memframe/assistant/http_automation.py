@@ -22,13 +22,6 @@ from memframe.core.types import Author, Operation, RecallStatus, VersionInfo
 from memframe.service.documents import DocumentHit
 
 
-def _edits(changes: Sequence[MemoryChange]) -> list[dict[str, str]]:
-    return [
-        {k: v for k, v in (("op", c.op), ("line", c.line), ("new_line", c.new_line), ("heading", c.heading)) if v}
-        for c in changes
-    ]
-
-
 def _version(data: dict[str, Any]) -> VersionInfo:
     return VersionInfo(
         version=int(data["version"]),
@@ -83,7 +76,7 @@ class HttpAutomation:
         headers = {"Idempotency-Key": idempotency_key}
         if key_session_id:
             headers["X-Key-Session"] = key_session_id
-        body = {"edits": _edits(changes), "expectedVersion": expected_version}
+        body = {"edits": [c.as_dict() for c in changes], "expectedVersion": expected_version}
         data = self._call("commit_memory", "PUT", workspace_id, credential, "memory", headers=headers, json=body)
         # The receipt names the exact version; its metadata is read back through recall's history if needed.
         info = VersionInfo(int(data["version"]), 0.0, Author.ASSISTANT, "assistant", Operation.CAPTURE, 0, "")
@@ -102,7 +95,7 @@ class HttpAutomation:
         base_version: int,
         reason: str,
     ) -> ProposalRecord:
-        body = {"edits": _edits(changes), "baseVersion": base_version, "reason": reason}
+        body = {"edits": [c.as_dict() for c in changes], "baseVersion": base_version, "reason": reason}
         d = self._call("propose", "POST", workspace_id, credential, "memory/proposals", json=body)
         return ProposalRecord(
             d["id"],

@@ -60,6 +60,11 @@ class MemoryChange:
     new_line: str | None = None
     heading: str | None = None
 
+    def as_dict(self) -> dict[str, str]:
+        """The tool-call shape `parse_changes` reads back; unset fields are left out."""
+        fields = {"op": self.op, "line": self.line, "new_line": self.new_line, "heading": self.heading}
+        return {key: value for key, value in fields.items() if value is not None}
+
 
 def _refuse(index: int | None, reason: str, message: str) -> EditRefused:
     where = f"Edit {index}: " if index is not None else ""
@@ -249,7 +254,9 @@ class _Document:
         return line + "\r" if self.eol_cr else line
 
     def matches(self, line: str) -> list[int]:
-        return [i for i, existing in enumerate(self.lines) if _bare(existing) == line]
+        # `_bare(existing) == line`, without a call per line: a validated line never holds "\r".
+        with_cr = line + "\r"
+        return [i for i, existing in enumerate(self.lines) if existing == line or existing == with_cr]
 
     def single_match(self, index: int, change: MemoryChange) -> int:
         found = self.matches(change.line)

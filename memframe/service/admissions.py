@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memframe.core.errors import Unauthorized
+from memframe.core.errors import NotFound, Unauthorized
 from memframe.core.turns import AIConsent
 from memframe.core.types import Mode
-from memframe.service.accounts import Accounts
+from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Database
 from memframe.service.keysessions import KeySessions
 
@@ -136,3 +136,13 @@ class AssistantBase:
                 "its person lost access to the workspace, or workspace AI was switched."
             )
         return admission
+
+    @staticmethod
+    def _owned_conversation(conn: sqlite3.Connection, user: str, conversation_id: str) -> None:
+        """A conversation is its person's alone: anyone else, like a stranger, gets NotFound."""
+        row = conn.execute(
+            "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None or row[1] != user:
+            raise NotFound("No such conversation.")
+        require_member(conn, user, row[0])

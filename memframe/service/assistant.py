@@ -275,12 +275,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
     def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
         """Ids, versions and statuses of every recall in a conversation; never text."""
         with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
-            ).fetchone()
-            if row is None or row[1] != user:
-                raise NotFound("No such conversation.")
-            require_member(conn, user, row[0])
+            self._owned_conversation(conn, user, conversation_id)
             return [
                 Receipt(r[0], int(r[1]), RecallStatus(r[2]), r[3], float(r[4]))
                 for r in conn.execute(

@@ -7,9 +7,7 @@ replayed from stored records.
 from __future__ import annotations
 
 from memframe import crypto
-from memframe.core.errors import NotFound
 from memframe.core.paths import transcript_path
-from memframe.service.accounts import require_member
 from memframe.service.admissions import AssistantBase
 
 
@@ -34,12 +32,7 @@ class TranscriptMixin(AssistantBase):
     def transcript(self, user: str, conversation_id: str) -> list[tuple[str, bytes]]:
         """(role, sealed content) in order; the client opens them with its key."""
         with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
-            ).fetchone()
-            if row is None or row[1] != user:
-                raise NotFound("No such conversation.")
-            require_member(conn, user, row[0])
+            self._owned_conversation(conn, user, conversation_id)
             return [
                 (str(r[0]), bytes(r[1]))
                 for r in conn.execute(
