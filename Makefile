@@ -22,16 +22,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check memframe tests
-	$(BIN)/ruff format --check memframe tests
+	$(BIN)/ruff check memframe tests bench
+	$(BIN)/ruff format --check memframe tests bench
 
 check: lint
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 format: $(STAMP)
-	$(BIN)/ruff format memframe tests
-	$(BIN)/ruff check --fix memframe tests
+	$(BIN)/ruff format memframe tests bench
+	$(BIN)/ruff check --fix memframe tests bench
 
 screenshots: $(STAMP)
 	$(BIN)/python -m memframe.tui.screenshots screenshots

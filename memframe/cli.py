@@ -200,23 +200,24 @@ def cmd_history(args: argparse.Namespace) -> int:
 def _history_patch(backend: SealedBackend, limit: int) -> int:
     """`history -p`: each revision with its diff against the one before, like `git log -p`."""
     rows = backend.history(limit=limit)
-    texts: dict[int, str] = {}
-    for r in rows:
-        texts[r.version] = backend.read_revision(r.version)
+    # Every text the page needs (each revision and the one before it), read in one go, split once.
+    wanted = sorted({r.version for r in rows} | {r.version - 1 for r in rows if r.version > 1})
+    lines = {v: text.splitlines(keepends=True) for v, text in backend.read_revisions(wanted).items()}
     for r in rows:
         _out(f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}")
-        before = texts.get(r.version - 1)
-        if before is None and r.version > 1:
-            before = backend.read_revision(r.version - 1)
-        sys.stdout.writelines(_diff(before or "", texts[r.version], r.version - 1, r.version))
+        sys.stdout.writelines(_diff_lines(lines.get(r.version - 1, []), lines[r.version], r.version - 1, r.version))
         _out()
     return 0
 
 
 def _diff(a: str, b: str, va: int, vb: int) -> list[str]:
+    return _diff_lines(a.splitlines(keepends=True), b.splitlines(keepends=True), va, vb)
+
+
+def _diff_lines(a: list[str], b: list[str], va: int, vb: int) -> list[str]:
     from memframe.core.diffs import unified_diff
 
-    lines = unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), f"revision {va}", f"revision {vb}")
+    lines = unified_diff(a, b, f"revision {va}", f"revision {vb}")
     return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
 
 
@@ -410,11 +411,8 @@ def cmd_frame(args: argparse.Namespace) -> int:
     if not args.remote and not local_workspace_exists(args.workspace):
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
-    try:
-        from memframe.tui.app import run_frame
-    except ImportError:
-        print("The Memory frame is not built yet; here is the memory instead.\n", file=sys.stderr)
-        return cmd_show(args)
+    from memframe.tui.app import run_frame
+
     return run_frame(_backend(args))
 
 

@@ -37,7 +37,7 @@ router = APIRouter(prefix="/api/v1/automation/workspaces/{workspace_id}", tags=[
 BaseVersion = Annotated[int, Header(alias="X-Base-Version", ge=0, le=MAX_NUMBER)]
 
 
-@router.get("/memory", responses=error_responses(401, 409, 422))
+@router.get("/memory", responses=error_responses(401, 404, 409, 422))
 def read_memory(
     workspace_id: WorkspaceId,
     credential: Credential,
@@ -53,7 +53,7 @@ def read_memory(
     return RecallOut(status=result.status, revision=result.revision, text=result.text)
 
 
-@router.put("/memory", responses=error_responses(401, 409, 422))
+@router.put("/memory", responses=error_responses(401, 404, 409, 422))
 def commit_memory(
     workspace_id: WorkspaceId,
     body: CaptureIn,
@@ -74,7 +74,7 @@ def commit_memory(
     return CaptureOut(admission_id=receipt.admission_id, version=receipt.version.version, replayed=receipt.replayed)
 
 
-@router.post("/memory/proposals", responses=error_responses(401, 409, 422))
+@router.post("/memory/proposals", responses=error_responses(401, 404, 409, 422))
 def propose(workspace_id: WorkspaceId, body: ProposeIn, credential: Credential, service: Service) -> ProposalOut:
     record = service.assistant.propose(
         workspace_id, credential, changes=body.changes(), base_version=body.base_version, reason=body.reason
@@ -82,13 +82,13 @@ def propose(workspace_id: WorkspaceId, body: ProposeIn, credential: Credential, 
     return ProposalOut.of(record)
 
 
-@router.get("/transcript", responses=error_responses(401, 409, 422))
+@router.get("/transcript", responses=error_responses(401, 404, 409, 422))
 def conversation_history(workspace_id: WorkspaceId, credential: Credential, service: Service) -> HistoryOut:
     rows = service.assistant.conversation_history(workspace_id, credential)
     return HistoryOut(messages=[{"role": role, "content": content} for role, content in rows])
 
 
-@router.post("/transcript", responses=error_responses(401, 409, 422))
+@router.post("/transcript", responses=error_responses(401, 404, 409, 422))
 def append_transcript(
     workspace_id: WorkspaceId, body: TranscriptIn, credential: Credential, service: Service
 ) -> dict[str, bool]:
@@ -96,14 +96,14 @@ def append_transcript(
     return {"stored": True}
 
 
-@router.get("/documents", responses=error_responses(401, 409, 422))
+@router.get("/documents", responses=error_responses(401, 404, 409, 422))
 def list_documents(workspace_id: WorkspaceId, credential: Credential, service: Service) -> DocumentList:
     """Live notes; the memory namespace is never listed."""
     rows = service.assistant.list_documents(workspace_id, credential)
     return DocumentList(documents=[DocumentEntry(path=p, version=v) for p, v in rows])
 
 
-@router.get("/documents-search", responses=error_responses(401, 409, 422))
+@router.get("/documents-search", responses=error_responses(401, 404, 409, 422))
 def search_documents(
     workspace_id: WorkspaceId,
     credential: Credential,
@@ -120,7 +120,7 @@ def read_document(workspace_id: WorkspaceId, path: FilePath, credential: Credent
     return DocumentOut(path=path, version=version, text=text)
 
 
-@router.put("/documents/{path:path}", responses=error_responses(401, 403, 409, 413, 422))
+@router.put("/documents/{path:path}", responses=error_responses(401, 403, 404, 409, 413, 422))
 def put_document(
     workspace_id: WorkspaceId,
     path: FilePath,

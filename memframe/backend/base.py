@@ -15,6 +15,7 @@ draft alone. Nothing is queued and nothing is retried behind the caller's back.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from memframe.backend.save_state import SaveState
@@ -84,6 +85,9 @@ class MemoryStore(Protocol):
 
     def get_version(self, path: str, version: int) -> StoredVersion:
         """One revision's metadata and ciphertext, or NotFound."""
+
+    def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
+        """Several revisions, in the order asked, or NotFound if any is missing."""
 
     def get_policy(self) -> Policy:
         """The workspace's policy; the default when no row exists."""

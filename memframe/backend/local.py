@@ -5,6 +5,7 @@ No server is needed; the person is the embedded database's `local` user.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,6 +85,9 @@ class LocalStore:
 
     def get_version(self, path: str, version: int) -> StoredVersion:
         return self.service.get_version(self.user, self.workspace_id, path, version)
+
+    def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
+        return self.service.get_versions(self.user, self.workspace_id, path, versions)
 
     def get_policy(self) -> Policy:
         return self.service.get_policy(self.user, self.workspace_id)

@@ -19,6 +19,7 @@ import binascii
 import functools
 import re
 import ssl
+from collections.abc import Sequence
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
@@ -228,6 +229,10 @@ class RemoteStore:
 
     def get_version(self, path: str, version: int) -> StoredVersion:
         return _stored(self._request("GET", self._file_url(f"revisions/{int(version)}", path)), self)
+
+    def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
+        """One request per revision: the server has no batch route (yet)."""
+        return [self.get_version(path, v) for v in versions]
 
     def get_policy(self) -> Policy:
         return _policy(self._request("GET", f"{self._prefix}/memory/policy"), self)

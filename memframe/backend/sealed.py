@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+from collections.abc import Sequence
 
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
@@ -83,6 +84,13 @@ class SealedBackend:
         if version < 1:
             raise NotFound(f"There is no revision {version}.")
         return self._open(self.store.get_version(MEMORY_PATH, version).ciphertext)
+
+    def read_revisions(self, versions: Sequence[int]) -> dict[int, str]:
+        """The decrypted texts of several revisions, read together (one transaction locally)."""
+        if any(v < 1 for v in versions):
+            raise NotFound(f"There is no revision {min(versions)}.")
+        stored = self.store.get_versions(MEMORY_PATH, versions)
+        return {s.info.version: self._open(s.ciphertext) for s in stored}
 
     def get_policy(self) -> Policy:
         return self.store.get_policy()

@@ -13,27 +13,37 @@ correct diff of the same two texts.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
-Opcode = tuple[str, int, int, int, int]
+Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
 
 
 def opcodes(a: Sequence[str], b: Sequence[str]) -> list[Opcode]:
     """difflib-style opcodes turning `a` into `b`, with the common prefix and suffix trimmed first."""
     len_a, len_b = len(a), len(b)
     shortest = min(len_a, len_b)
-    head = 0
-    while head < shortest and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < shortest - head and a[len_a - 1 - tail] == b[len_b - 1 - tail]:
-        tail += 1
+    head = _common_run(lambda lo, hi: a[lo:hi] == b[lo:hi], shortest)
+    tail = _common_run(lambda lo, hi: a[len_a - hi : len_a - lo] == b[len_b - hi : len_b - lo], shortest - head)
     codes: list[Opcode] = [("equal", 0, head, 0, head)] if head else []
     middle = difflib.SequenceMatcher(None, a[head : len_a - tail], b[head : len_b - tail])
     codes += [(tag, i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in middle.get_opcodes()]
     if tail:
         codes.append(("equal", len_a - tail, len_a, len_b - tail, len_b))
     return codes
+
+
+def _common_run(same: Callable[[int, int], bool], limit: int) -> int:
+    """The largest n <= limit with same(0, n), by bisection: `same(lo, hi)` compares only lines
+    lo..hi (a slice comparison, done in C), so the whole search compares each line at most about twice."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(lo, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class _Trimmed(difflib.SequenceMatcher):

@@ -256,7 +256,7 @@ class _Document:
     def matches(self, line: str) -> list[int]:
         # `_bare(existing) == line`, without a call per line: a validated line never holds "\r".
         with_cr = line + "\r"
-        return [i for i, existing in enumerate(self.lines) if existing == line or existing == with_cr]
+        return [i for i, existing in enumerate(self.lines) if existing in (line, with_cr)]
 
     def single_match(self, index: int, change: MemoryChange) -> int:
         found = self.matches(change.line)

@@ -5,16 +5,6 @@ process's write lock, then `BEGIN IMMEDIATE`, so a transaction never waits
 on another writer of this process inside SQLite and `busy_timeout` is only a
 backstop against other processes. Every commit is `synchronous=FULL` in WAL
 mode: an acknowledged write survives a crash or a power cut.
-
-Group commit. The fsync at COMMIT is most of a write's cost, so writers that
-queue for the lock while one is running share its transaction: each runs
-inside its own SAVEPOINT (a failure rolls back that writer's statements
-only), the open transaction passes to the next writer in the queue, and the
-last one commits for all. Every writer still returns only after the COMMIT
-that made its batch durable, so nothing is acknowledged early; a storage
-failure anywhere rolls the whole transaction back and every writer in it
-gets Unavailable, so nothing is ever half-written. Without contention a
-write is exactly BEGIN IMMEDIATE … COMMIT, as before.
 """
 
 from __future__ import annotations
@@ -81,9 +71,6 @@ class Database:
         self.clock = clock
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._queue_lock = threading.Lock()
-        self._queued = 0  # writers waiting for `_lock`
-        self._batch: _Batch | None = None  # the transaction open on the writer, if handed on
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
@@ -133,79 +120,28 @@ class Database:
     def write(self) -> Iterator[sqlite3.Connection]:
         """One atomic batch: everything inside commits together or not at all.
 
-        It may share its transaction with writers queued behind it (see the module
-        docstring), but it returns only once that transaction has committed. A storage
-        failure (a full disk, an I/O error, a lock held too long) rolls the whole
-        transaction back and becomes one clear Unavailable; nothing is half-written.
+        A storage failure (a full disk, an I/O error, a lock held too long) rolls the
+        whole batch back and becomes one clear Unavailable; nothing is half-written.
         """
-        with self._queue_lock:
-            self._queued += 1
-        self._lock.acquire()
-        with self._queue_lock:
-            self._queued -= 1
-        conn = self._writer
-        batch = self._batch
-        failure: BaseException | None = None
-        try:
-            if batch is None:
-                # BEGIN is inside: whatever fails after it started (even BEGIN itself) rolls
-                # back below, so no failure can leave the writer inside a transaction.
-                batch = self._batch = _Batch()
-                conn.execute("BEGIN IMMEDIATE")
-            conn.execute("SAVEPOINT writer")
+        with self._lock:
+            conn = self._writer
             try:
-                yield conn
-            except BaseException as exc:
-                if _is_storage(exc):
+                try:
+                    # BEGIN is inside: whatever fails after it started (even BEGIN itself) rolls
+                    # back here, so no failure can leave the writer inside a transaction.
+                    conn.execute("BEGIN IMMEDIATE")
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
                     raise
-                failure = exc
-                conn.execute("ROLLBACK TO writer")  # this writer's statements only
-            conn.execute("RELEASE writer")
-        except BaseException as exc:
-            self._abandon(batch, exc)  # the storage failed: the whole transaction goes
-            if _is_storage(exc):
-                raise _unavailable() from exc
-            raise
-        # A writer that saw earlier writers' uncommitted statements answers only once they are
-        # durable: even a refusal (a version conflict) may describe them.
-        saw_uncommitted = batch.members > 0
-        if failure is None:
-            batch.members += 1
-        if self._queued and batch.members < MAX_BATCH_WRITERS:
-            self._lock.release()  # the next writer joins this transaction; the last one commits it
-            if failure is None or saw_uncommitted:
-                batch.done.wait()
-        elif batch.members:
-            self._commit(batch)
-        else:
-            self._abandon(batch, None)  # nothing of anyone's to keep: roll back, no COMMIT
-        if batch.error is not None and (failure is None or saw_uncommitted):
-            raise _unavailable() from batch.error
-        if failure is not None:
-            raise failure
-
-    def _commit(self, batch: _Batch) -> None:
-        """COMMIT the shared transaction (the lock is held) and wake everyone in it."""
-        try:
-            self._writer.execute("COMMIT")
-        except BaseException as exc:
-            self._abandon(batch, exc)
-            return
-        self._batch = None
-        batch.done.set()
-        self._lock.release()
-
-    def _abandon(self, batch: _Batch | None, error: BaseException | None) -> None:
-        """Roll the whole open transaction back (the lock is held); everyone in it gets `error`."""
-        try:
-            if self._writer.in_transaction:
-                self._writer.execute("ROLLBACK")
-        finally:
-            self._batch = None
-            if batch is not None:
-                batch.error = error
-                batch.done.set()
-            self._lock.release()
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage_error(exc):
+                    raise
+                raise Unavailable(
+                    "The memory store could not save (the disk may be full or failing); nothing was written."
+                ) from exc
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -242,29 +178,6 @@ class Database:
                 with contextlib.suppress(sqlite3.ProgrammingError):
                     conn.close()
             self._writer.close()
-
-
-#: A batch commits once this many writers share it, so a long queue cannot delay the first of them.
-MAX_BATCH_WRITERS = 32
-
-
-class _Batch:
-    """The transaction a queue of writers shares, and how its COMMIT went."""
-
-    __slots__ = ("done", "error", "members")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.members = 0  # writers whose statements are in it, waiting for its COMMIT
-
-
-def _is_storage(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.DatabaseError) and _is_storage_error(exc)
-
-
-def _unavailable() -> Unavailable:
-    return Unavailable("The memory store could not save (the disk may be full or failing); nothing was written.")
 
 
 def _statements(sql: str) -> list[str]:

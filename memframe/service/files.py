@@ -9,6 +9,7 @@ exactly the row this transaction inserted.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
@@ -126,6 +127,26 @@ def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version:
     if row is None:
         raise NotFound(f"There is no revision {version}.")
     return StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+
+
+def get_versions(
+    conn: sqlite3.Connection, workspace_id: str, path: str, versions: Sequence[int]
+) -> list[StoredVersion]:
+    """Several revisions in one read, in the order asked; NotFound if any is missing."""
+    found: dict[int, StoredVersion] = {}
+    wanted = sorted(set(versions))
+    for start in range(0, len(wanted), 500):  # well under SQLite's limit on bound parameters
+        chunk = wanted[start : start + 500]
+        for row in conn.execute(
+            f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"
+            f" AND version IN ({', '.join('?' * len(chunk))})",
+            (workspace_id, path, *chunk),
+        ):
+            found[int(row[0])] = StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+    missing = [v for v in versions if v not in found]
+    if missing:
+        raise NotFound(f"There is no revision {missing[0]}.")
+    return [found[v] for v in versions]
 
 
 def version_size(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> int:

@@ -8,7 +8,10 @@ membership inside the same transaction that reads or writes.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput
 from memframe.core.types import (
@@ -23,10 +26,12 @@ from memframe.core.types import (
 from memframe.crypto import plaintext_size
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
-from memframe.service.assistant import AssistantService
 from memframe.service.db import Clock, Database
 from memframe.service.keysessions import KeySessions
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
+
+if TYPE_CHECKING:
+    from memframe.service.assistant import AssistantService
 
 
 def check_file_path(path: str) -> str:
@@ -48,7 +53,14 @@ class MemoryService:
         self.db = Database(db_path, clock=clock)
         self.accounts = Accounts(self.db)
         self.key_sessions = KeySessions(clock)
-        self.assistant = AssistantService(self.db, self.accounts, self.key_sessions)
+
+    @cached_property
+    def assistant(self) -> AssistantService:
+        """The Assistant's side (consent, key sessions, admissions, recall, the fence), built on
+        first use: the frame and the file commands never import it."""
+        from memframe.service.assistant import AssistantService
+
+        return AssistantService(self.db, self.accounts, self.key_sessions)
 
     def close(self) -> None:
         self.db.close()
@@ -141,6 +153,13 @@ class MemoryService:
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
             return files.get_version(conn, workspace_id, path, version)
+
+    def get_versions(self, user: str, workspace_id: str, path: str, versions: Sequence[int]) -> list[StoredVersion]:
+        """Several revisions in one read transaction (`history -p` reads a thousand at once)."""
+        path = check_file_path(path)
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return files.get_versions(conn, workspace_id, path, versions)
 
     def list_files(self, user: str, workspace_id: str) -> list[tuple[str, int, bool]]:
         with self.db.read() as conn:

@@ -25,13 +25,9 @@ from memframe.core.turns import Proposal
 from memframe.core.types import MemoryDocument, utf8_size
 from memframe.tui import calls
 from memframe.tui.apply import apply_flow, catch_up_flow
-from memframe.tui.assistant import AssistantScreen
-from memframe.tui.changes import ChangesScreen
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.editor import PLACEHOLDER, MemoryEditor
 from memframe.tui.messages import Loaded, Tickets, WriteFinished
-from memframe.tui.mode import ModeSwitcher
-from memframe.tui.proposals import ProposalsScreen
 from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
 from memframe.tui.status import MessageLine, SizeWarning, StatusBar
 
@@ -290,6 +286,8 @@ class MemoryScreen(Screen[None]):
         if self.state.policy is None:
             self.say("The mode is not known until the memory loads: press ctrl+r.", error=True)
             return
+        from memframe.tui.mode import ModeSwitcher  # screens opened on demand load on demand
+
         policy = await self.app.push_screen_wait(ModeSwitcher(self.backend, self.state.policy))
         if policy is not None:
             self.state.policy = policy
@@ -322,10 +320,14 @@ class MemoryScreen(Screen[None]):
     def action_assistant(self) -> None:
         if not self.app.is_screen_installed("assistant"):
             # Installed, so the conversation (and a send in flight) survives closing the pane.
+            from memframe.tui.assistant import AssistantScreen
+
             self.app.install_screen(AssistantScreen(self.backend, self.state, self), "assistant")
         self.app.push_screen("assistant")
 
     def action_proposals(self) -> None:
+        from memframe.tui.proposals import ProposalsScreen
+
         self.app.push_screen(ProposalsScreen(self.backend, self.state, self))
 
     def apply_proposal(self, proposal: Proposal, done: Callable[[], None]) -> None:
@@ -352,6 +354,8 @@ class MemoryScreen(Screen[None]):
         def restore(revision: int | None) -> None:
             if revision is not None:
                 self.run_flow("restoring", lambda: self._undo_flow(revision))
+
+        from memframe.tui.changes import ChangesScreen
 
         self.app.push_screen(ChangesScreen(self.backend, self.state, clock=self.clock, at=at), restore)
 

@@ -1,0 +1,74 @@
+"""Run every figure, print the table, write bench/results.md and bench/results.json."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.harness import Figure, log, machine, render_text, write_results
+from bench.settings import FULL, QUICK, Settings
+
+HERE = Path(__file__).resolve().parent
+STAGES = ("recall", "writes", "history", "frame")
+
+
+def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> list[Figure]:
+    from bench.frame import frame_figures
+    from bench.history import big_home, history_figures
+    from bench.recall import recall_figures
+    from bench.writes import write_figures
+
+    host = machine(settings.mode)
+    started = time.perf_counter()
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="memframe-bench-") as raw:
+        tmp = Path(raw)
+
+        def stage(name: str, make: Callable[[], list[Figure]]) -> None:
+            if name not in stages:
+                return
+            log(f"{name}…")
+            at = time.perf_counter()
+            made = make()
+            figures.extend(made)
+            log(f"  done in {time.perf_counter() - at:.1f} s")
+
+        stage("recall", lambda: recall_figures(tmp, settings))
+        stage("writes", lambda: write_figures(tmp, settings))
+        if "history" in stages or "frame" in stages:
+            home, ws = big_home(tmp, settings)
+        stage("history", lambda: history_figures(tmp, settings, home, ws))
+        stage("frame", lambda: frame_figures(tmp, settings, home, settings.history_revisions))
+    elapsed = time.perf_counter() - started
+    print(render_text(figures))
+    print("\nvalue: the median (p50), except for rates (/s), worst cases, peaks and the longest stall.")
+    print(f"\n{host['cpu']}, {host['cores']} cores, Python {host['python']}, SQLite {host['sqlite']}; {elapsed:.0f} s")
+    write_results(out_dir, figures, host, elapsed)
+    log(f"wrote {out_dir / 'results.md'} and {out_dir / 'results.json'}")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny counts: proves the harness runs (seconds)")
+    parser.add_argument("--out", type=Path, default=None, help="where results.md/json go (default: bench/)")
+    parser.add_argument(
+        "--only", default=",".join(STAGES), help=f"comma-separated stages to run (default: all of {', '.join(STAGES)})"
+    )
+    args = parser.parse_args(argv)
+    stages = tuple(name.strip() for name in args.only.split(",") if name.strip())
+    unknown = set(stages) - set(STAGES)
+    if unknown:
+        parser.error(f"unknown stage(s): {', '.join(sorted(unknown))}")
+    settings = QUICK if args.quick else FULL
+    partial = args.quick or stages != STAGES  # only a full run of every stage replaces bench/results.*
+    out = args.out or (Path(tempfile.mkdtemp(prefix="memframe-bench-")) if partial else HERE)
+    run(settings, out, stages)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

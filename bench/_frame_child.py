@@ -1,0 +1,146 @@
+"""One fresh process for the frame figures: `python -m bench._frame_child KIND ACTION RESULT_FILE`.
+
+KIND is `frame` (the real `memframe -w bench` path, run headless) or `bare` (a
+Textual app with the same kinds of widgets and nothing else). ACTION is
+`paint` (time from process start, BENCH_T0, to the first painted screen, then
+to the loaded memory) or `tour` (paint, open Changes, walk 120 rows down the
+list (BENCH_WALK), then report the peak RSS and the longest stall of the UI's event loop;
+the bare app walks the same distance down a table already holding 150 rows, which
+shows how long this machine itself stalls an event loop that does no I/O).
+The result is one JSON object written to RESULT_FILE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+T0 = float(os.environ.get("BENCH_T0", time.time()))
+
+import textual.app  # noqa: E402  (after T0: its import is part of what is measured)
+
+RESULT: dict[str, Any] = {}
+
+
+async def _after_refresh(app: textual.app.App[Any]) -> float:
+    done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    app.call_after_refresh(lambda: done.done() or done.set_result(time.time()))
+    return await done
+
+
+async def _until(condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the frame did not get there in time")
+        await asyncio.sleep(0.005)
+
+
+class _Stalls:
+    """The longest gap between ticks of a 10 ms timer on the UI's event loop."""
+
+    def __init__(self, app: textual.app.App[Any]) -> None:
+        self.last = time.perf_counter()
+        self.worst = 0.0
+        app.set_interval(0.01, self.tick)
+
+    def tick(self) -> None:
+        now = time.perf_counter()
+        self.worst = max(self.worst, now - self.last - 0.01)
+        self.last = now
+
+
+def _autopilot(kind: str, action: str) -> Any:
+    async def pilot(p: Any) -> None:
+        app = p.app
+        RESULT["first_paint"] = await _after_refresh(app) - T0
+        RESULT["modules"] = sorted(
+            m for m in ("httpx", "fastapi", "uvicorn", "cryptography", "markdown_it") if m in sys.modules
+        )
+        if kind == "frame":
+            await _until(lambda: app.state.loaded)
+            RESULT["loaded_paint"] = await _after_refresh(app) - T0
+        walk = int(os.environ.get("BENCH_WALK", "120"))
+        if action == "tour" and kind == "frame":
+            stalls = _Stalls(app)
+            await p.press("ctrl+g")
+            await _until(lambda: len(getattr(app.screen, "rows", ())) > 0)
+            for _ in range(walk):
+                await p.press("down")
+            await _until(lambda: not app.screen.fetching and (app.screen.complete or len(app.screen.rows) > walk))
+            await p.pause(0.3)  # let the last diff arrive
+            RESULT["rows_loaded"] = len(app.screen.rows)
+            RESULT["worst_stall"] = stalls.worst
+        elif action == "tour":  # the same walk down a table that is already full: no I/O, no workers
+            stalls = _Stalls(app)
+            app.query_one("DataTable").focus()
+            for _ in range(walk):
+                await p.press("down")
+            await p.pause(0.3)
+            RESULT["worst_stall"] = stalls.worst
+        RESULT["max_rss_kib"] = peak_rss_kib()
+        app.exit(0)
+
+    return pilot
+
+
+def peak_rss_kib() -> int:
+    """This process's peak RSS. Linux's VmHWM, not ru_maxrss: after fork and exec, ru_maxrss still
+    counts the parent's pages (the benchmark parent is large), VmHWM only this program's."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _bare_app(rows: int) -> textual.app.App[Any]:
+    from textual.widgets import DataTable, Footer, Header, TextArea
+
+    class Bare(textual.app.App[int]):
+        def compose(self) -> Any:
+            yield Header()
+            yield TextArea(soft_wrap=True)
+            yield DataTable(cursor_type="row", zebra_stripes=True)
+            yield Footer()
+
+        def on_mount(self) -> None:
+            table = self.query_one(DataTable)
+            for label in ("Version", "When", "Who", "What", "Size"):
+                table.add_column(label)
+            for n in range(rows, 0, -1):  # only for the tour: the paint figure's floor has no rows
+                table.add_row(str(n), "2026-11-30 14:26 (3 days ago)", "person (local)", "save", "8.0 KiB")
+
+    return Bare()
+
+
+def main(kind: str, action: str, result_file: str) -> None:
+    pilot = _autopilot(kind, action)
+    original_run = textual.app.App.run
+
+    def headless_run(self: textual.app.App[Any], *args: Any, **kwargs: Any) -> Any:
+        RESULT["run_called"] = time.time() - T0  # imports and opening the backend are done by now
+        kwargs.update(headless=True, size=(120, 40), auto_pilot=pilot)
+        return original_run(self, *args, **kwargs)
+
+    textual.app.App.run = headless_run  # type: ignore[method-assign]
+    if kind == "frame":
+        from memframe.cli import main as memframe_main
+
+        memframe_main(["-w", os.environ["BENCH_WORKSPACE"]])
+    else:
+        _bare_app(150 if action == "tour" else 0).run()
+    with open(result_file, "w", encoding="utf-8") as fh:
+        json.dump(RESULT, fh)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,200 @@
+"""History: the first page of a long list, 50 diffs from it, and `history -p` against `git log -p`."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.data import Workspace, local_home, memframe_home, revisions
+from bench.harness import Figure, Stats, latency_figure, log, paired, time_once
+from bench.settings import Settings
+from bench.writes import git_env
+from memframe import crypto
+from memframe.backend.local import LocalBackend
+from memframe.core.types import MEMORY_PATH
+from memframe.service import MemoryService
+from memframe.tui import calls
+from memframe.tui.text import diff_text
+
+PAGE = 50
+BENCH_WORKSPACE = "bench"
+
+
+@contextmanager
+def counting_decrypts() -> Iterator[list[int]]:
+    """Count every AES-GCM decryption made anywhere in memframe while inside."""
+    count = [0]
+    original = crypto._aesgcm
+
+    class Counting:
+        def __init__(self, key: bytes) -> None:
+            self._inner = original(key)
+
+        def encrypt(self, *args: bytes) -> bytes:
+            return self._inner.encrypt(*args)  # type: ignore[no-any-return]
+
+        def decrypt(self, *args: bytes) -> bytes:
+            count[0] += 1
+            return self._inner.decrypt(*args)  # type: ignore[no-any-return]
+
+    crypto._aesgcm = Counting  # type: ignore[assignment]
+    try:
+        yield count
+    finally:
+        crypto._aesgcm = original
+
+
+def big_home(tmp: Path, s: Settings) -> tuple[Path, Workspace]:
+    """The long-history workspace the list, diff and frame figures share."""
+    started = time.perf_counter()
+    home = tmp / "home-long"
+    ws = local_home(home, BENCH_WORKSPACE, revisions(s.history_revisions, size=8 * 1024 - 64, seed=5))
+    log(f"  {s.history_revisions:,} revisions of 8 KiB set up in {time.perf_counter() - started:.2f} s")
+    return home, ws
+
+
+def history_list(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
+    with memframe_home(home):
+        from memframe import paths
+
+        backend = LocalBackend(MemoryService(paths.local_database()), ws.id, ws.key)
+    try:
+        with counting_decrypts() as decrypts:
+            first = [time_once(lambda: calls.history_page(backend, PAGE, None)) for _ in range(s.list_samples)]
+            last = [time_once(lambda: calls.history_page(backend, PAGE, PAGE + 1)) for _ in range(s.list_samples)]
+            page = calls.history_page(backend, PAGE, None)
+    finally:
+        backend.store.service.close()  # type: ignore[attr-defined]
+    figure = latency_figure(
+        f"history list, {s.history_revisions:,} revisions, first page of {PAGE}",
+        Stats.of(first),
+        None,
+        aim="≤ 50 ms; never decrypts",
+        aim_op="value<=",
+        aim_limit=50.0,
+    )
+    figure.checks = {"0 decrypts": decrypts[0] == 0, "full page": len(page.rows) == PAGE}
+    figure.note = (
+        f"{decrypts[0]} decryptions while listing; the oldest page (versions 1–50) takes "
+        f"{Stats.of(last).p50 * 1000:.3f} ms p50"
+    )
+    return [figure]
+
+
+def newest_diffs(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
+    """The frame's path (a page, then each revision against the one before, rendered) against raw work."""
+    with memframe_home(home):
+        from memframe import paths
+
+        db_path = paths.local_database()
+    service = MemoryService(db_path)
+    backend = LocalBackend(service, ws.id, ws.key)
+    raw = sqlite3.connect(db_path, isolation_level=None)
+
+    def frame(_: int) -> None:
+        page = calls.history_page(backend, PAGE, None)
+        texts = calls.RevisionTexts(backend)
+        for info in page.rows:
+            d = calls.revision_diff(texts, info.version, "previous", "", 0)
+            assert d.error is None
+            diff_text(d.old, d.new, d.old_label, d.new_label)
+
+    def floor(_: int) -> None:
+        rows = raw.execute(
+            "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"
+            " ORDER BY version DESC LIMIT ?",
+            (ws.id, MEMORY_PATH, PAGE + 1),
+        ).fetchall()
+        texts = [crypto.open_sealed(ws.key, blob, workspace_id=ws.id, path=MEMORY_PATH) for _, blob in rows]
+        for new, old in itertools.pairwise(texts):
+            list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2))
+
+    try:
+        subject, base = paired(frame, floor, s.diff_rounds, rounds=s.diff_rounds, warmup=1)
+    finally:
+        raw.close()
+        service.close()
+    return [
+        latency_figure(
+            f"{PAGE} diffs from the newest page (decrypt, diff, render)",
+            subject,
+            base,
+            aim="≤ 2× floor",
+            aim_op="ratio<=",
+            aim_limit=2.0,
+            floor_name="SELECT + decrypt 51 + 50 difflib",
+        )
+    ]
+
+
+def _memframe_command() -> list[str]:
+    script = Path(sys.executable).parent / "memframe"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from memframe.cli import main; sys.exit(main())"]
+
+
+def _git_repo(path: Path, texts: list[str], env: dict[str, str]) -> None:
+    """The same revisions as commits, built in one `git fast-import` (not timed)."""
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
+    stream = bytearray()
+    for n, text in enumerate(texts, start=1):
+        body = text.encode()
+        message = f"revision {n}\n".encode()
+        when = 1_700_000_000 + n * 60
+        stream += f"commit refs/heads/main\ncommitter bench <bench@example.invalid> {when} +0000\n".encode()
+        stream += b"data %d\n%s" % (len(message), message)
+        stream += b"M 100644 inline MEMORY.md\ndata %d\n%s\n" % (len(body), body)
+    subprocess.run(["git", "fast-import", "--quiet"], input=bytes(stream), cwd=path, check=True, env=env)
+
+
+def history_patch(tmp: Path, s: Settings) -> list[Figure]:
+    texts = list(revisions(s.patch_revisions, size=8 * 1024 - 64, seed=7))
+    home = tmp / "home-patch"
+    local_home(home, BENCH_WORKSPACE, iter(texts))
+    repo = tmp / "patch-git"
+    env = git_env(tmp)
+    _git_repo(repo, texts, env)
+    mf_env = {**os.environ, "MEMFRAME_HOME": str(home)}
+    mf_cmd = [*_memframe_command(), "history", "-p", "--limit", str(s.patch_revisions), "-w", BENCH_WORKSPACE]
+    git_cmd = ["git", "--no-pager", "log", "-p"]
+
+    def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+        """Wall time with the output read through a pipe, as a pager would; checks every patch is there."""
+        start = time.perf_counter()
+        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=True).stdout
+        elapsed = time.perf_counter() - start
+        shown = out.count(b"\n+++ ")
+        assert shown == s.patch_revisions, f"{cmd[0]} showed {shown} of {s.patch_revisions} patches"
+        return elapsed
+
+    run(mf_cmd, tmp, mf_env)  # warm the page cache for both
+    run(git_cmd, repo, env)
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(s.patch_runs):
+        ours.append(run(mf_cmd, tmp, mf_env))
+        theirs.append(run(git_cmd, repo, env))
+    return [
+        latency_figure(
+            f"memframe history -p, {s.patch_revisions:,} revisions (subprocess)",
+            Stats.of(ours),
+            Stats.of(theirs),
+            aim="≤ 0.8× git",
+            aim_op="ratio<=",
+            aim_limit=0.8,
+            floor_name="git log -p",
+        )
+    ]
+
+
+def history_figures(tmp: Path, s: Settings, home: Path, ws: Workspace) -> list[Figure]:
+    return history_list(home, ws, s) + newest_diffs(home, ws, s) + history_patch(tmp, s)

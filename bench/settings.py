@@ -1,0 +1,54 @@
+"""How much each figure measures: the full run (`make bench`) and the quick smoke run (`--quick`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Counts: workspaces and samples per figure, revisions of the long history, subprocess runs."""
+
+    mode: str
+    recall_workspaces: int = 1000
+    recall_samples: int = 2000
+    http_workspaces: int = 1000
+    http_samples: int = 1000
+    saves: int = 300
+    git_commits: int = 60
+    fence_writers: int = 8
+    fence_captures_per_writer: int = 60
+    floor_inserts: int = 300
+    refused_samples: int = 500
+    history_revisions: int = 10_000
+    list_samples: int = 200
+    diff_rounds: int = 15
+    patch_revisions: int = 1000
+    patch_runs: int = 7
+    paint_runs: int = 7
+    rss_runs: int = 1
+    walk_rows: int = 120
+
+
+FULL = Settings(mode="full")
+QUICK = Settings(
+    mode="quick",
+    recall_workspaces=20,
+    recall_samples=40,
+    http_workspaces=5,
+    http_samples=20,
+    saves=10,
+    git_commits=3,
+    fence_writers=2,
+    fence_captures_per_writer=3,
+    floor_inserts=10,
+    refused_samples=10,
+    history_revisions=120,
+    list_samples=5,
+    diff_rounds=1,
+    patch_revisions=20,
+    patch_runs=1,
+    paint_runs=1,
+    rss_runs=1,
+    walk_rows=5,
+)
