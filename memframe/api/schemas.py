@@ -60,6 +60,18 @@ class VersionOut(_Out):
     content_hash: str = Field(description="SHA-256 of the ciphertext, hex.")
     restored_from: int | None = Field(None, description="The revision an undo restored.")
 
+    def to_info(self) -> VersionInfo:
+        return VersionInfo(
+            self.version,
+            self.created_at,
+            self.author,
+            self.actor,
+            self.operation,
+            self.size,
+            self.content_hash,
+            self.restored_from,
+        )
+
     @classmethod
     def of(cls, info: VersionInfo) -> VersionOut:
         return cls(

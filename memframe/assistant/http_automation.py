@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from memframe.api.schemas import VersionOut
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import Unavailable, error_from_payload
 from memframe.core.turns import CaptureReceipt, ProposalRecord, RecallResult
@@ -23,16 +24,8 @@ from memframe.service.documents import DocumentHit
 
 
 def _version(data: dict[str, Any]) -> VersionInfo:
-    return VersionInfo(
-        version=int(data["version"]),
-        created_at=float(data["createdAt"]),
-        author=Author(data["author"]),
-        actor=str(data["actor"]),
-        operation=Operation(data["operation"]),
-        size=int(data["size"]),
-        content_hash=str(data["contentHash"]),
-        restored_from=data.get("restoredFrom"),
-    )
+    """The same wire schema the server answers with, read back."""
+    return VersionOut.model_validate(data).to_info()
 
 
 class HttpAutomation:

@@ -35,6 +35,7 @@ from memframe.api.assistant_schemas import (
     TranscriptOut,
     TurnOut,
 )
+from memframe.api.schemas import VersionOut
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.errors import (
@@ -47,7 +48,7 @@ from memframe.core.errors import (
     error_from_payload,
 )
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
-from memframe.core.types import Author, Mode, Operation, Policy, StoredVersion, VersionInfo
+from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
 
 DEFAULT_TIMEOUT = 10.0
@@ -318,20 +319,7 @@ def _not_understood(store: RemoteStore) -> Unavailable:
 
 
 def _info(data: Any, store: RemoteStore) -> VersionInfo:
-    try:
-        restored = data.get("restoredFrom")
-        return VersionInfo(
-            version=int(data["version"]),
-            created_at=float(data["createdAt"]),
-            author=Author(data["author"]),
-            actor=str(data["actor"]),
-            operation=Operation(data["operation"]),
-            size=int(data["size"]),
-            content_hash=str(data["contentHash"]),
-            restored_from=None if restored is None else int(restored),
-        )
-    except (AttributeError, KeyError, TypeError, ValueError):
-        raise _not_understood(store) from None
+    return _read(VersionOut, data, store).to_info()
 
 
 def _stored(data: Any, store: RemoteStore) -> StoredVersion:
