@@ -20,9 +20,9 @@ from memframe import crypto
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation
 from memframe.service import MemoryService, files
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.admissions import ADMISSION_COLUMNS, ADMISSION_SECONDS, Admission
+from memframe.service.admissions import ADMISSION_SECONDS, Admission, read_consent, write_admission
 from memframe.service.assistant import AssistantService
-from memframe.service.policy import write_mode
+from memframe.service.policy import read_policy, write_mode
 
 _PHRASES = (
     "prefers concise answers; uses metric units; timezone Asia/Tokyo; reviews on Fridays; "
@@ -144,13 +144,8 @@ def admit_many(service: MemoryService, workspaces: list[Workspace], per_workspac
     now = service.db.clock()
     with service.db.write() as conn:
         for ws in workspaces:
-            policy = conn.execute(
-                "SELECT mode, policy_revision, clear_generation FROM workspace_memory_policy WHERE workspace_id = ?",
-                (ws.id,),
-            ).fetchone() or ("read_only", 0, 0)
-            consent = conn.execute(
-                "SELECT consent_revision FROM workspace_ai_consent WHERE workspace_id = ?", (ws.id,)
-            ).fetchone()
+            policy = read_policy(conn, ws.id)
+            consent = read_consent(conn, ws.id)
             for _ in range(per_workspace):
                 conversation = "c-" + secrets.token_hex(6)
                 AssistantService._claim_conversation(conn, LOCAL_USER, ws.id, conversation, now)
@@ -159,41 +154,17 @@ def admit_many(service: MemoryService, workspaces: list[Workspace], per_workspac
                     conversation_id=conversation,
                     workspace_id=ws.id,
                     user_id=LOCAL_USER,
-                    mode=Mode(policy[0]),
-                    policy_revision=int(policy[1]),
-                    clear_generation=int(policy[2]),
-                    ai_consent_revision=int(consent[0]) if consent else 0,
+                    mode=policy.mode,
+                    policy_revision=policy.revision,
+                    clear_generation=policy.clear_generation,
+                    ai_consent_revision=consent.revision,
                     key_session_id=ws.key_session,
                     client_memory_state=None,
                     credential_nonce=secrets.token_urlsafe(24),
                     created_at=now,
                     expires_at=now + ADMISSION_SECONDS,
                 )
-                conn.execute(
-                    f"INSERT INTO workspace_memory_admissions ({ADMISSION_COLUMNS}, idempotency_key)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        admission.id,
-                        conversation,
-                        ws.id,
-                        LOCAL_USER,
-                        admission.mode.value,
-                        admission.policy_revision,
-                        admission.clear_generation,
-                        admission.ai_consent_revision,
-                        admission.key_session_id,
-                        None,
-                        admission.credential_nonce,
-                        now,
-                        admission.expires_at,
-                        "bench-" + secrets.token_hex(4),
-                    ),
-                )
-                conn.execute(
-                    "INSERT INTO agent_delivery_credentials (conversation_id, admission_id, credential_nonce,"
-                    " expires_at) VALUES (?, ?, ?, ?)",
-                    (conversation, admission.id, admission.credential_nonce, admission.expires_at),
-                )
+                write_admission(conn, admission, "bench-" + secrets.token_hex(4))
                 ws.admissions.append(admission)
 
 

@@ -78,6 +78,39 @@ def read_consent(conn: sqlite3.Connection, workspace_id: str) -> AIConsent:
     return AIConsent() if row is None else AIConsent(bool(row[0]), int(row[1]))
 
 
+def write_admission(conn: sqlite3.Connection, admission: Admission, idempotency_key: str) -> None:
+    """The ingress batch's two writes: the frozen admission, and the conversation's credential
+    slot taken over by its fresh nonce (which retires any older turn's credential)."""
+    a = admission
+    conn.execute(
+        f"INSERT INTO workspace_memory_admissions ({ADMISSION_COLUMNS}, idempotency_key)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            a.id,
+            a.conversation_id,
+            a.workspace_id,
+            a.user_id,
+            a.mode.value,
+            a.policy_revision,
+            a.clear_generation,
+            a.ai_consent_revision,
+            a.key_session_id,
+            a.client_memory_state,
+            a.credential_nonce,
+            a.created_at,
+            a.expires_at,
+            idempotency_key,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO agent_delivery_credentials (conversation_id, admission_id, credential_nonce,"
+        " expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
+        " admission_id = excluded.admission_id, credential_nonce = excluded.credential_nonce,"
+        " expires_at = excluded.expires_at",
+        (a.conversation_id, a.id, a.credential_nonce, a.expires_at),
+    )
+
+
 class AssistantBase:
     """What every part of the Assistant service shares: storage, key sessions, credentials."""
 

@@ -25,6 +25,7 @@ from memframe.service.admissions import (
     Admission,
     admission_from_row,
     read_consent,
+    write_admission,
 )
 from memframe.service.capture import CaptureMixin
 from memframe.service.documents import DocumentsMixin
@@ -139,33 +140,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
                 created_at=now,
                 expires_at=now + ADMISSION_SECONDS,
             )
-            conn.execute(
-                f"INSERT INTO workspace_memory_admissions ({ADMISSION_COLUMNS}, idempotency_key)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    admission.id,
-                    conversation_id,
-                    workspace_id,
-                    user,
-                    policy.mode.value,
-                    policy.revision,
-                    policy.clear_generation,
-                    consent.revision,
-                    key_session_id,
-                    admission.client_memory_state,
-                    admission.credential_nonce,
-                    now,
-                    admission.expires_at,
-                    idempotency_key,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO agent_delivery_credentials (conversation_id, admission_id, credential_nonce,"
-                " expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (conversation_id) DO UPDATE SET"
-                " admission_id = excluded.admission_id, credential_nonce = excluded.credential_nonce,"
-                " expires_at = excluded.expires_at",
-                (conversation_id, admission.id, admission.credential_nonce, admission.expires_at),
-            )
+            write_admission(conn, admission, idempotency_key)
             return admission
 
     @staticmethod

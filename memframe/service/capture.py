@@ -8,6 +8,7 @@ change that may not be written becomes a proposal a person reviews.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -161,23 +162,7 @@ class CaptureMixin(AssistantBase):
         proposal_id = "prop_" + secrets.token_hex(8)
         sealed = crypto.seal(key, _edits_json(changes), workspace_id=workspace_id, path=proposal_path(proposal_id))
         now = self.db.clock()
-        with self.db.write() as conn:
-            conn.execute(
-                "INSERT INTO workspace_memory_proposals (id, workspace_id, admission_id, base_version,"
-                " clear_generation, reason, sealed_edits, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-                (
-                    proposal_id,
-                    workspace_id,
-                    admission.id,
-                    base_version,
-                    admission.clear_generation,
-                    reason,
-                    sealed,
-                    now,
-                ),
-            )
-        return ProposalRecord(
+        record = ProposalRecord(
             proposal_id,
             workspace_id,
             admission.id,
@@ -188,6 +173,13 @@ class CaptureMixin(AssistantBase):
             "pending",
             now,
         )
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO workspace_memory_proposals (id, workspace_id, admission_id, base_version,"
+                " clear_generation, reason, sealed_edits, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                dataclasses.astuple(record),
+            )
+        return record
 
     def proposals(self, user: str, workspace_id: str, *, status: str = "pending") -> list[ProposalRecord]:
         with self.db.read() as conn:
