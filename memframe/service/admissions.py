@@ -71,6 +71,18 @@ def admission_from_row(row: Sequence[Any]) -> Admission:
     return Admission(*values)  # type: ignore[arg-type]
 
 
+def checked_admission(row: Sequence[Any] | None, workspace_id: str, credential: str) -> Admission:
+    """The admission row a credential names, only if the credential's nonce is its nonce and
+    it belongs to this workspace; anything else is Unauthorized, alike."""
+    _, nonce = parse_credential(credential)
+    if row is None:
+        raise Unauthorized("The delivery credential is not valid.")
+    admission = admission_from_row(row)
+    if not secrets.compare_digest(admission.credential_nonce, nonce) or admission.workspace_id != workspace_id:
+        raise Unauthorized("The delivery credential is not valid.")
+    return admission
+
+
 def read_consent(conn: sqlite3.Connection, workspace_id: str) -> AIConsent:
     row = conn.execute(
         "SELECT enabled, consent_revision FROM workspace_ai_consent WHERE workspace_id = ?", (workspace_id,)
@@ -122,16 +134,11 @@ class AssistantBase:
         self.before_fence_batch: Callable[[], None] | None = None
 
     def _admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
-        admission_id, nonce = parse_credential(credential)
+        admission_id, _ = parse_credential(credential)
         row = conn.execute(
             f"SELECT {ADMISSION_COLUMNS} FROM workspace_memory_admissions WHERE id = ?", (admission_id,)
         ).fetchone()
-        if row is None:
-            raise Unauthorized("The delivery credential is not valid.")
-        admission = admission_from_row(row)
-        if not secrets.compare_digest(admission.credential_nonce, nonce) or admission.workspace_id != workspace_id:
-            raise Unauthorized("The delivery credential is not valid.")
-        return admission
+        return checked_admission(row, workspace_id, credential)
 
     def _live_admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
         """The admission, only while its credential still speaks for a running turn.

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
+from typing import NamedTuple
 
 from memframe import crypto
 from memframe.core.errors import CaptureRefused, DecryptionFailed, InvalidInput, NotFound
 from memframe.core.memory_state import MemoryState
 from memframe.core.turns import AIConsent, KeySessionInfo, RecallResult, Receipt
-from memframe.core.types import MEMORY_PATH, MEMORY_RECALL_MAX_BYTES, Mode, RecallStatus
+from memframe.core.types import MEMORY_PATH, MEMORY_RECALL_MAX_BYTES, Mode, Policy, RecallStatus
 from memframe.service import files
 from memframe.service.accounts import require_member
 from memframe.service.admissions import (
@@ -24,6 +25,8 @@ from memframe.service.admissions import (
     ADMISSION_SECONDS,
     Admission,
     admission_from_row,
+    checked_admission,
+    parse_credential,
     read_consent,
     write_admission,
 )
@@ -167,35 +170,30 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
 
         Reads the current policy and document (so a Save, Clear or Off reaches the
         very next call), never an older copy: anything doubtful withholds with a reason.
+        Everything is judged from one snapshot read in one statement, since recall runs
+        before every model call.
         """
-        with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
-            result = self._judge_recall(conn, admission)
-        if result.status is RecallStatus.PROVIDED or result.status is RecallStatus.EMPTY:
-            result = self._open_for_recall(admission, result)
+        admission_id, _ = parse_credential(credential)  # a malformed credential is refused before any read
+        row = self.db.read_row(_RECALL_SNAPSHOT, (MEMORY_PATH, admission_id))
+        admission = checked_admission(None if row is None else row[:_ADMISSION_WIDTH], workspace_id, credential)
+        snapshot = _RecallSnapshot(*row[_ADMISSION_WIDTH:])
+        result = self._judge_recall(admission, snapshot)
+        if result.revision and result.status in (RecallStatus.PROVIDED, RecallStatus.EMPTY):
+            result = self._open_for_recall(admission, result, snapshot.ciphertext)  # needs a live key session
         self._record_receipt(admission, result)
         return result
 
-    def _judge_recall(self, conn: sqlite3.Connection, a: Admission) -> RecallResult:
-        now = self.db.clock()
-        slot = conn.execute(
-            "SELECT admission_id, credential_nonce, expires_at FROM agent_delivery_credentials"
-            " WHERE conversation_id = ?",
-            (a.conversation_id,),
-        ).fetchone()
-        if slot is None or slot[0] != a.id or slot[1] != a.credential_nonce:
+    def _judge_recall(self, a: Admission, s: _RecallSnapshot) -> RecallResult:
+        if s.slot_admission != a.id or s.slot_nonce != a.credential_nonce:
             return RecallResult(RecallStatus.SUPERSEDED, None)
-        member = conn.execute(
-            "SELECT 1 FROM memberships WHERE workspace_id = ? AND user_id = ?", (a.workspace_id, a.user_id)
-        ).fetchone()
-        if member is None or not read_consent(conn, a.workspace_id).enabled:
+        if not s.member or not s.ai_enabled:
             return RecallResult(RecallStatus.NO_ACCESS, None)
-        if now >= slot[2]:
+        if self.db.clock() >= s.slot_expires_at:
             return RecallResult(RecallStatus.UNAVAILABLE, None)
-        if read_policy(conn, a.workspace_id).mode is Mode.OFF:
+        if (s.mode or Policy().mode.value) == Mode.OFF.value:
             return RecallResult(RecallStatus.OFF, None)
-        version, deleted = files.current_state(conn, a.workspace_id, MEMORY_PATH)
-        if deleted:
+        version = s.version or 0
+        if s.deleted:
             return RecallResult(RecallStatus.DELETED, version)
         state = MemoryState.parse(a.client_memory_state)
         if state is not None and state.kind == "pending":
@@ -206,24 +204,19 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return RecallResult(RecallStatus.STALE, version)
         if version == 0:
             return RecallResult(RecallStatus.EMPTY, 0)
-        size = files.version_size(conn, a.workspace_id, MEMORY_PATH, version)  # metadata: no ciphertext read twice
-        if size > MEMORY_RECALL_MAX_BYTES:
+        if s.size > MEMORY_RECALL_MAX_BYTES:  # metadata: an oversized text is never decrypted
             return RecallResult(RecallStatus.OVERSIZED, version)
-        if size == 0:
+        if s.size == 0:
             return RecallResult(RecallStatus.EMPTY, version)
         return RecallResult(RecallStatus.PROVIDED, version, text=None)
 
-    def _open_for_recall(self, a: Admission, judged: RecallResult) -> RecallResult:
-        if judged.revision == 0 or judged.revision is None:
-            return judged
+    def _open_for_recall(self, a: Admission, judged: RecallResult, ciphertext: bytes | None) -> RecallResult:
         try:
             key = self.key_sessions.resolve(a.key_session_id, a.workspace_id)
         except KeySessionUnavailable:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
-        with self.db.read() as conn:
-            head = files.get_version(conn, a.workspace_id, MEMORY_PATH, judged.revision)
         try:
-            text = crypto.open_sealed(key, head.ciphertext or b"", workspace_id=a.workspace_id, path=MEMORY_PATH)
+            text = crypto.open_sealed(key, ciphertext or b"", workspace_id=a.workspace_id, path=MEMORY_PATH)
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():
@@ -231,24 +224,17 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         return RecallResult(RecallStatus.PROVIDED, judged.revision, text)
 
     def _record_receipt(self, a: Admission, result: RecallResult) -> None:
-        with self.db.write() as conn:
-            # By conversation too, so the (conversation_id, id) index answers it, not a scan of every receipt.
-            call_index = conn.execute(
-                "SELECT COUNT(*) FROM memory_recall_receipts WHERE conversation_id = ? AND admission_id = ?",
-                (a.conversation_id, a.id),
-            ).fetchone()[0]
-            conn.execute(
-                "INSERT INTO memory_recall_receipts (admission_id, conversation_id, call_index, status,"
-                " revision, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (a.id, a.conversation_id, call_index, result.status.value, result.revision, self.db.clock()),
-            )
-            conn.execute(
-                "UPDATE workspace_memory_admissions SET recall_status = ?, recall_revision = ? WHERE id = ?",
-                (result.status.value, result.revision, a.id),
-            )
+        """Queued, not awaited: it commits before anything this process writes after it (an
+        answer, a capture, a transcript) and within milliseconds otherwise; see `write_soon`."""
+        status, revision = result.status.value, result.revision
+        self.db.write_soon(
+            (_INSERT_RECEIPT, (a.id, a.conversation_id, a.conversation_id, a.id, status, revision, self.db.clock())),
+            (_MARK_RECALL, (status, revision, a.id)),
+        )
 
     def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
         """Ids, versions and statuses of every recall in a conversation; never text."""
+        self.db.flush()  # receipts still queued by recalls in this process are shown too
         with self.db.read() as conn:
             self._owned_conversation(conn, user, conversation_id)
             return [
@@ -259,3 +245,45 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
                     (conversation_id,),
                 )
             ]
+
+
+_ADMISSION_WIDTH = len(ADMISSION_COLUMNS.split(","))
+
+#: Everything recall judges, in one statement: the admission, the conversation's credential
+#: slot, membership, consent, policy, and the memory's head (its size and ciphertext).
+_RECALL_SNAPSHOT = f"""
+SELECT {", ".join("a." + c.strip() for c in ADMISSION_COLUMNS.split(","))},
+       s.admission_id, s.credential_nonce, s.expires_at, m.user_id IS NOT NULL, COALESCE(c.enabled, 0), p.mode,
+       f.current_version, COALESCE(f.deleted, 0), COALESCE(v.size, 0), v.ciphertext
+FROM workspace_memory_admissions AS a
+LEFT JOIN agent_delivery_credentials AS s ON s.conversation_id = a.conversation_id
+LEFT JOIN memberships AS m ON m.workspace_id = a.workspace_id AND m.user_id = a.user_id
+LEFT JOIN workspace_ai_consent AS c ON c.workspace_id = a.workspace_id
+LEFT JOIN workspace_memory_policy AS p ON p.workspace_id = a.workspace_id
+LEFT JOIN files AS f ON f.workspace_id = a.workspace_id AND f.path = ?
+LEFT JOIN file_versions AS v ON v.workspace_id = f.workspace_id AND v.path = f.path AND v.version = f.current_version
+WHERE a.id = ?
+"""
+
+
+class _RecallSnapshot(NamedTuple):
+    slot_admission: str | None
+    slot_nonce: str | None
+    slot_expires_at: float | None
+    member: int
+    ai_enabled: int
+    mode: str | None  # None: no policy row yet, the default mode
+    version: int | None  # None: never created
+    deleted: int
+    size: int
+    ciphertext: bytes | None
+
+
+# The call index counts this conversation's earlier receipts of the admission when it commits
+# (by conversation too, so the (conversation_id, id) index answers it, not a scan of every receipt).
+_INSERT_RECEIPT = (
+    "INSERT INTO memory_recall_receipts (admission_id, conversation_id, call_index, status, revision, created_at)"
+    " SELECT ?, ?, (SELECT COUNT(*) FROM memory_recall_receipts WHERE conversation_id = ? AND admission_id = ?),"
+    " ?, ?, ?"
+)
+_MARK_RECALL = "UPDATE workspace_memory_admissions SET recall_status = ?, recall_revision = ? WHERE id = ?"

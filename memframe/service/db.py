@@ -5,23 +5,37 @@ process's write lock, then `BEGIN IMMEDIATE`, so a transaction never waits
 on another writer of this process inside SQLite and `busy_timeout` is only a
 backstop against other processes. Every commit is `synchronous=FULL` in WAL
 mode: an acknowledged write survives a crash or a power cut.
+
+Records that merely note what a read saw (recall receipts) go through
+`write_soon`: they ride in the next batch of this process, or a background
+batch a few milliseconds later, so a read does not wait for an fsync while
+nothing that follows it can become durable before it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from memframe.core.errors import MemframeError, Unavailable
 
 Clock = Callable[[], float]
+log = logging.getLogger(__name__)
+
+#: How long the background flusher gathers `write_soon` records before committing them
+#: together, and how long it waits before trying again after the storage failed.
+GATHER_SECONDS = 0.005
+RETRY_SECONDS = 0.5
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -74,6 +88,11 @@ class Database:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
+        self._soon: list[tuple[str, Sequence[Any]]] = []  # write_soon records not yet committed
+        self._soon_lock = threading.Lock()
+        self._soon_wake = threading.Event()
+        self._closing = threading.Event()
+        self._flusher: threading.Thread | None = None
         try:
             self._writer = _connect(self.path, "journal_mode = WAL")
         except sqlite3.DatabaseError as exc:
@@ -125,16 +144,19 @@ class Database:
         """
         with self._lock:
             conn = self._writer
+            soon: list[tuple[str, Sequence[Any]]] = []
             try:
                 try:
                     # BEGIN is inside: whatever fails after it started (even BEGIN itself) rolls
                     # back here, so no failure can leave the writer inside a transaction.
                     conn.execute("BEGIN IMMEDIATE")
+                    soon = self._take_soon(conn)
                     yield conn
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
+                    self._give_back_soon(soon)
                     raise
             except sqlite3.DatabaseError as exc:
                 if not _is_storage_error(exc):
@@ -142,6 +164,70 @@ class Database:
                 raise Unavailable(
                     "The memory store could not save (the disk may be full or failing); nothing was written."
                 ) from exc
+
+    def write_soon(self, *statements: tuple[str, Sequence[Any]]) -> None:
+        """Queue small statements to commit soon instead of now, in order.
+
+        For records a read leaves behind (a recall's receipt): the caller does not wait
+        for an fsync, yet the records are durable before anything that follows them in
+        this process, because every `write()` commits the queue first in its own batch;
+        a background batch commits them within a few milliseconds otherwise, and
+        `flush()` or `close()` commits them on demand. Only for statements that cannot
+        conflict: a batch that fails a constraint is dropped with a warning, not retried.
+        """
+        with self._soon_lock:
+            if self._closed:
+                raise Unavailable("The memory store is closed.")
+            wake = not self._soon
+            self._soon.extend(statements)
+            if self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_loop, name="memframe-write-soon", daemon=True)
+                self._flusher.start()
+        if wake:
+            self._soon_wake.set()
+
+    def flush(self) -> None:
+        """Commit every queued `write_soon` record now (readers of those records call this first)."""
+        if self._soon:
+            with self.write():
+                pass
+
+    def _take_soon(self, conn: sqlite3.Connection) -> list[tuple[str, Sequence[Any]]]:
+        """Run the queued records inside the batch just begun; returned so a rollback can give them back."""
+        with self._soon_lock:
+            soon, self._soon = self._soon, []
+        if not soon:
+            return soon
+        conn.execute("SAVEPOINT soon")
+        try:
+            for sql, run in itertools.groupby(soon, key=lambda statement: statement[0]):
+                conn.executemany(sql, [params for _, params in run])
+        except _NOT_STORAGE_ERRORS as exc:
+            conn.execute("ROLLBACK TO soon")
+            log.warning("dropped %d queued record(s) that no longer fit the schema: %s", len(soon), type(exc).__name__)
+            soon = []
+        conn.execute("RELEASE soon")
+        return soon
+
+    def _give_back_soon(self, soon: list[tuple[str, Sequence[Any]]]) -> None:
+        if soon:
+            with self._soon_lock:
+                self._soon[:0] = soon
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._soon_wake.wait()
+            self._soon_wake.clear()
+            # Gather a burst of reads into one fsync; closing interrupts, and close() commits the rest.
+            if self._closing.wait(GATHER_SECONDS):
+                return
+            try:
+                self.flush()
+            except Exception as exc:  # the storage failing: keep the records and try again later
+                log.warning("queued records not yet committed: %s", type(exc).__name__)
+                self._soon_wake.set()
+                if self._closing.wait(RETRY_SECONDS):
+                    return
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -159,6 +245,19 @@ class Database:
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 
+    def read_row(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """The first row of one statement, or None.
+
+        A single statement is already its own consistent snapshot in SQLite, so this skips
+        the BEGIN and COMMIT that `read()` needs to hold one across several statements.
+        """
+        try:
+            return self._reader().execute(sql, params).fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not _is_storage_error(exc):
+                raise
+            raise Unavailable("The memory store could not be read right now.") from exc
+
     def _reader(self) -> sqlite3.Connection:
         """This thread's reader, opened on first use (a failed open is not kept)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -170,9 +269,19 @@ class Database:
         return conn
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._soon_lock:
+            if self._closed:
+                return
+            self._closed = True
+            flusher = self._flusher
+        self._closing.set()
+        self._soon_wake.set()
+        if flusher is not None:
+            flusher.join()
+        try:
+            self.flush()
+        except Unavailable:
+            log.warning("%d queued record(s) could not be committed before closing", len(self._soon))
         with self._lock:
             for conn in self._readers:
                 with contextlib.suppress(sqlite3.ProgrammingError):

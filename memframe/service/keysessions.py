@@ -19,6 +19,9 @@ from memframe.service.db import Clock
 
 DEFAULT_IDLE_SECONDS = 30 * 60
 DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
+#: How often the whole table is swept of stale sessions; a session being used is judged on
+#: every use, so the sweep only bounds how long an abandoned key stays in RAM past its idle time.
+SWEEP_SECONDS = 5.0
 
 
 class KeySessionUnavailable(MemframeError):
@@ -54,6 +57,7 @@ class KeySessions:
         self.lifetime_seconds = lifetime_seconds
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        self._swept_at = float("-inf")
 
     def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
         now = self._clock()
@@ -67,12 +71,24 @@ class KeySessions:
     def _info(self, session_id: str, s: _Session) -> KeySessionInfo:
         return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, self.idle_seconds)
 
+    def _stale(self, s: _Session, now: float) -> bool:
+        return now >= s.expires_at or now - s.last_used >= self.idle_seconds
+
     def _evict_locked(self, now: float) -> None:
-        stale = [
-            sid for sid, s in self._sessions.items() if now >= s.expires_at or now - s.last_used >= self.idle_seconds
-        ]
-        for sid in stale:
+        if now - self._swept_at < SWEEP_SECONDS and now >= self._swept_at:
+            return  # swept a moment ago (a clock that went back sweeps again)
+        self._swept_at = now
+        for sid in [sid for sid, s in self._sessions.items() if self._stale(s, now)]:
             del self._sessions[sid]
+
+    def _live_locked(self, session_id: str, now: float) -> _Session | None:
+        """The session if it is live; a stale one is forgotten the moment it is asked for."""
+        self._evict_locked(now)
+        session = self._sessions.get(session_id)
+        if session is not None and self._stale(session, now):
+            del self._sessions[session_id]
+            return None
+        return session
 
     def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
@@ -80,8 +96,7 @@ class KeySessions:
             raise KeySessionUnavailable("No key session is open for this conversation.")
         now = self._clock()
         with self._lock:
-            self._evict_locked(now)
-            session = self._sessions.get(session_id)
+            session = self._live_locked(session_id, now)
             if session is None or session.workspace_id != workspace_id:
                 raise KeySessionUnavailable()
             session.last_used = now
@@ -89,8 +104,7 @@ class KeySessions:
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
         with self._lock:
-            self._evict_locked(self._clock())
-            session = self._sessions.get(session_id)
+            session = self._live_locked(session_id, self._clock())
             return None if session is None else self._info(session_id, session)
 
     def forget(self, session_id: str) -> None:
@@ -98,5 +112,7 @@ class KeySessions:
             self._sessions.pop(session_id, None)
 
     def __len__(self) -> int:
+        """Live sessions only: a stale one not yet swept away does not count."""
+        now = self._clock()
         with self._lock:
-            return len(self._sessions)
+            return sum(not self._stale(s, now) for s in self._sessions.values())

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from memframe import crypto
 from memframe.core.errors import CaptureRefused, DecryptionFailed, InvalidInput, NotFound, Unauthorized
 from memframe.core.types import Mode, RecallStatus
+from memframe.service import db as db_module
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.keysessions import KeySessionUnavailable
+from memframe.service.keysessions import KeySessions, KeySessionUnavailable
 from tests.assistant.conftest import Stage
 
 
@@ -219,3 +222,37 @@ def test_key_never_reaches_the_database(stage: Stage) -> None:
     stage.admit()
     raw = b"".join(p.read_bytes() for p in stage.service.db.path.parent.glob("a.db*"))
     assert stage.key not in raw
+
+
+def test_a_stale_key_session_is_refused_between_sweeps(stage: Stage) -> None:
+    """The table is swept only now and then; a session asked for is judged on its own, every time."""
+    ks = KeySessions(stage.clock, idle_seconds=2)
+    used = ks.open("ws", LOCAL_USER, stage.key)
+    idle = ks.open("ws", LOCAL_USER, stage.key)
+    stage.clock.advance(1.5)
+    ks.resolve(used.id, "ws")
+    stage.clock.advance(1.0)  # `idle` went stale; no sweep is due yet
+    assert len(ks) == 1
+    with pytest.raises(KeySessionUnavailable):
+        ks.resolve(idle.id, "ws")
+    assert ks.describe(idle.id) is None
+    assert ks.resolve(used.id, "ws") == stage.key
+
+
+def test_a_receipt_commits_before_anything_written_after_its_recall(stage: Stage, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Recall does not wait for an fsync, but nothing after it can become durable without its receipt."""
+    monkeypatch.setattr(db_module, "GATHER_SECONDS", 60.0)  # no background batch during this test
+    stage.person.save("- tea, no sugar\n", 0)
+    a = stage.admit("c")
+    recall(stage, a)
+
+    def on_disk() -> int:
+        conn = sqlite3.connect(stage.service.db.path)
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM memory_recall_receipts").fetchone()[0])
+        finally:
+            conn.close()
+
+    stage.person.save("- tea, no sugar\n- green\n", 1)  # the next write of this process
+    assert on_disk() == 1
+    assert [r.status for r in stage.assistant.receipts(LOCAL_USER, "c")] == [RecallStatus.PROVIDED]

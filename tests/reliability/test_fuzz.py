@@ -293,6 +293,7 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
                 )
                 recalled = store.service.assistant.recall("ws", a.credential)
                 assert (recalled.status, recalled.text) == (RecallStatus.UNAVAILABLE, None)
+                store.service.db.flush()  # recall's own receipt lands before the baseline is taken
                 before = dump(store.path)
                 with pytest.raises(DecryptionFailed):
                     store.service.assistant.commit_capture(
