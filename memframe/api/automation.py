@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Response
 
 from memframe.api.assistant_schemas import (
     CaptureIn,
@@ -37,20 +37,26 @@ router = APIRouter(prefix="/api/v1/automation/workspaces/{workspace_id}", tags=[
 BaseVersion = Annotated[int, Header(alias="X-Base-Version", ge=0, le=MAX_NUMBER)]
 
 
-@router.get("/memory", responses=error_responses(401, 404, 409, 422))
-def read_memory(
+@router.get("/memory", response_model=RecallOut | CurrentMemoryOut, responses=error_responses(401, 404, 409, 422))
+async def read_memory(
     workspace_id: WorkspaceId,
     credential: Credential,
     service: Service,
     purpose: Annotated[str, Query(pattern="^(recall|current)$")] = "recall",
-) -> RecallOut | CurrentMemoryOut:
+) -> Response:
     """`recall`: what the next model call may see, judged now and recorded as a receipt.
     `current`: the current text, to turn a refused capture into a proposal (refused when Off)."""
+    # Recall runs before every model call. It reads one snapshot on an open connection and
+    # queues its receipt instead of waiting for an fsync, so it runs on the event loop: a trip
+    # through the thread pool would cost more than the read. The reply is serialised once by
+    # its own model rather than validated again by FastAPI.
     if purpose == "current":
         version, text = service.assistant.current_memory(workspace_id, credential)
-        return CurrentMemoryOut(version=version, text=text)
-    result = service.assistant.recall(workspace_id, credential)
-    return RecallOut(status=result.status, revision=result.revision, text=result.text)
+        out: RecallOut | CurrentMemoryOut = CurrentMemoryOut(version=version, text=text)
+    else:
+        result = service.assistant.recall(workspace_id, credential)
+        out = RecallOut(status=result.status, revision=result.revision, text=result.text)
+    return Response(out.model_dump_json(), media_type="application/json")
 
 
 @router.put("/memory", responses=error_responses(401, 404, 409, 422))

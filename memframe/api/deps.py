@@ -48,10 +48,13 @@ FilePath = Annotated[
 ]
 
 
-def delivery_credential(
+async def delivery_credential(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
-    """Automation routes take the turn's delivery credential as the bearer; the service judges it."""
+    """Automation routes take the turn's delivery credential as the bearer; the service judges it.
+
+    Async because it only reads a header: a sync dependency costs a trip through the thread pool.
+    """
     from memframe.core.errors import Unauthorized
 
     if credentials is None or not credentials.credentials:

@@ -74,13 +74,18 @@ def admission_from_row(row: Sequence[Any]) -> Admission:
 def checked_admission(row: Sequence[Any] | None, workspace_id: str, credential: str) -> Admission:
     """The admission row a credential names, only if the credential's nonce is its nonce and
     it belongs to this workspace; anything else is Unauthorized, alike."""
-    _, nonce = parse_credential(credential)
     if row is None:
         raise Unauthorized("The delivery credential is not valid.")
     admission = admission_from_row(row)
-    if not secrets.compare_digest(admission.credential_nonce, nonce) or admission.workspace_id != workspace_id:
-        raise Unauthorized("The delivery credential is not valid.")
+    _, presented = parse_credential(credential)
+    require_credential_match(admission.credential_nonce, admission.workspace_id, presented, workspace_id)
     return admission
+
+
+def require_credential_match(nonce: str | None, admitted_to: str | None, presented: str, workspace_id: str) -> None:
+    """The presented nonce is the admission's own, and it is aimed at the admission's workspace."""
+    if nonce is None or not secrets.compare_digest(nonce, presented) or admitted_to != workspace_id:
+        raise Unauthorized("The delivery credential is not valid.")
 
 
 def read_consent(conn: sqlite3.Connection, workspace_id: str) -> AIConsent:

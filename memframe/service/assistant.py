@@ -25,9 +25,9 @@ from memframe.service.admissions import (
     ADMISSION_SECONDS,
     Admission,
     admission_from_row,
-    checked_admission,
     parse_credential,
     read_consent,
+    require_credential_match,
     write_admission,
 )
 from memframe.service.capture import CaptureMixin
@@ -173,29 +173,33 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         Everything is judged from one snapshot read in one statement, since recall runs
         before every model call.
         """
-        admission_id, _ = parse_credential(credential)  # a malformed credential is refused before any read
+        admission_id, presented = parse_credential(credential)  # a malformed one is refused before any read
         row = self.db.read_row(_RECALL_SNAPSHOT, (MEMORY_PATH, admission_id))
-        admission = checked_admission(None if row is None else row[:_ADMISSION_WIDTH], workspace_id, credential)
-        snapshot = _RecallSnapshot(*row[_ADMISSION_WIDTH:])
-        result = self._judge_recall(admission, snapshot)
+        if row is None:
+            require_credential_match(None, None, presented, workspace_id)
+        s = _RecallSnapshot(admission_id, *row)
+        require_credential_match(s.nonce, s.workspace_id, presented, workspace_id)
+        now = self.db.clock()
+        result = self._judge_recall(s, now)
         if result.revision and result.status in (RecallStatus.PROVIDED, RecallStatus.EMPTY):
-            result = self._open_for_recall(admission, result, snapshot.ciphertext)  # needs a live key session
-        self._record_receipt(admission, result)
+            result = self._open_for_recall(s, result)  # needs a live key session
+        self._record_receipt(s, result, now)
         return result
 
-    def _judge_recall(self, a: Admission, s: _RecallSnapshot) -> RecallResult:
-        if s.slot_admission != a.id or s.slot_nonce != a.credential_nonce:
+    @staticmethod
+    def _judge_recall(s: _RecallSnapshot, now: float) -> RecallResult:
+        if s.slot_admission != s.admission_id or s.slot_nonce != s.nonce:
             return RecallResult(RecallStatus.SUPERSEDED, None)
         if not s.member or not s.ai_enabled:
             return RecallResult(RecallStatus.NO_ACCESS, None)
-        if self.db.clock() >= s.slot_expires_at:
+        if now >= s.slot_expires_at:
             return RecallResult(RecallStatus.UNAVAILABLE, None)
-        if (s.mode or Policy().mode.value) == Mode.OFF.value:
+        if (s.mode or _DEFAULT_MODE) == _OFF:
             return RecallResult(RecallStatus.OFF, None)
         version = s.version or 0
         if s.deleted:
             return RecallResult(RecallStatus.DELETED, version)
-        state = MemoryState.parse(a.client_memory_state)
+        state = MemoryState.parse(s.client_memory_state)
         if state is not None and state.kind == "pending":
             return RecallResult(RecallStatus.PENDING, version)
         if state is not None and state.kind == "conflict":
@@ -210,26 +214,27 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return RecallResult(RecallStatus.EMPTY, version)
         return RecallResult(RecallStatus.PROVIDED, version, text=None)
 
-    def _open_for_recall(self, a: Admission, judged: RecallResult, ciphertext: bytes | None) -> RecallResult:
+    def _open_for_recall(self, s: _RecallSnapshot, judged: RecallResult) -> RecallResult:
         try:
-            key = self.key_sessions.resolve(a.key_session_id, a.workspace_id)
+            key = self.key_sessions.resolve(s.key_session_id, s.workspace_id)
         except KeySessionUnavailable:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
-            text = crypto.open_sealed(key, ciphertext or b"", workspace_id=a.workspace_id, path=MEMORY_PATH)
+            text = crypto.open_sealed(key, s.ciphertext or b"", workspace_id=s.workspace_id, path=MEMORY_PATH)
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():
             return RecallResult(RecallStatus.EMPTY, judged.revision)
         return RecallResult(RecallStatus.PROVIDED, judged.revision, text)
 
-    def _record_receipt(self, a: Admission, result: RecallResult) -> None:
+    def _record_receipt(self, s: _RecallSnapshot, result: RecallResult, now: float) -> None:
         """Queued, not awaited: it commits before anything this process writes after it (an
         answer, a capture, a transcript) and within milliseconds otherwise; see `write_soon`."""
         status, revision = result.status.value, result.revision
+        a, conversation = s.admission_id, s.conversation_id
         self.db.write_soon(
-            (_INSERT_RECEIPT, (a.id, a.conversation_id, a.conversation_id, a.id, status, revision, self.db.clock())),
-            (_MARK_RECALL, (status, revision, a.id)),
+            (_INSERT_RECEIPT, (a, conversation, status, revision, now)),
+            (_MARK_RECALL, (status, revision, a)),
         )
 
     def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
@@ -240,19 +245,18 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return [
                 Receipt(r[0], int(r[1]), RecallStatus(r[2]), r[3], float(r[4]))
                 for r in conn.execute(
-                    "SELECT admission_id, call_index, status, revision, created_at FROM memory_recall_receipts"
-                    " WHERE conversation_id = ? ORDER BY id",
+                    # Numbered here: the index of each call among its admission's recalls.
+                    "SELECT admission_id, ROW_NUMBER() OVER (PARTITION BY admission_id ORDER BY id) - 1,"
+                    " status, revision, created_at FROM memory_recall_receipts WHERE conversation_id = ? ORDER BY id",
                     (conversation_id,),
                 )
             ]
 
 
-_ADMISSION_WIDTH = len(ADMISSION_COLUMNS.split(","))
-
 #: Everything recall judges, in one statement: the admission, the conversation's credential
 #: slot, membership, consent, policy, and the memory's head (its size and ciphertext).
-_RECALL_SNAPSHOT = f"""
-SELECT {", ".join("a." + c.strip() for c in ADMISSION_COLUMNS.split(","))},
+_RECALL_SNAPSHOT = """
+SELECT a.conversation_id, a.workspace_id, a.key_session_id, a.client_memory_state, a.credential_nonce,
        s.admission_id, s.credential_nonce, s.expires_at, m.user_id IS NOT NULL, COALESCE(c.enabled, 0), p.mode,
        f.current_version, COALESCE(f.deleted, 0), COALESCE(v.size, 0), v.ciphertext
 FROM workspace_memory_admissions AS a
@@ -266,7 +270,17 @@ WHERE a.id = ?
 """
 
 
+_DEFAULT_MODE = Policy().mode.value  # the mode of a workspace with no policy row yet
+_OFF = Mode.OFF.value
+
+
 class _RecallSnapshot(NamedTuple):
+    admission_id: str
+    conversation_id: str
+    workspace_id: str
+    key_session_id: str | None
+    client_memory_state: str | None
+    nonce: str
     slot_admission: str | None
     slot_nonce: str | None
     slot_expires_at: float | None
@@ -279,11 +293,8 @@ class _RecallSnapshot(NamedTuple):
     ciphertext: bytes | None
 
 
-# The call index counts this conversation's earlier receipts of the admission when it commits
-# (by conversation too, so the (conversation_id, id) index answers it, not a scan of every receipt).
 _INSERT_RECEIPT = (
-    "INSERT INTO memory_recall_receipts (admission_id, conversation_id, call_index, status, revision, created_at)"
-    " SELECT ?, ?, (SELECT COUNT(*) FROM memory_recall_receipts WHERE conversation_id = ? AND admission_id = ?),"
-    " ?, ?, ?"
+    "INSERT INTO memory_recall_receipts (admission_id, conversation_id, status, revision, created_at)"
+    " VALUES (?, ?, ?, ?, ?)"
 )
 _MARK_RECALL = "UPDATE workspace_memory_admissions SET recall_status = ?, recall_revision = ? WHERE id = ?"

@@ -15,7 +15,6 @@ nothing that follows it can become durable before it.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import re
 import sqlite3
@@ -200,8 +199,11 @@ class Database:
             return soon
         conn.execute("SAVEPOINT soon")
         try:
-            for sql, run in itertools.groupby(soon, key=lambda statement: statement[0]):
-                conn.executemany(sql, [params for _, params in run])
+            grouped: dict[str, list[Sequence[Any]]] = {}
+            for sql, params in soon:
+                grouped.setdefault(sql, []).append(params)
+            for sql, rows in grouped.items():
+                conn.executemany(sql, rows)
         except _NOT_STORAGE_ERRORS as exc:
             conn.execute("ROLLBACK TO soon")
             log.warning("dropped %d queued record(s) that no longer fit the schema: %s", len(soon), type(exc).__name__)
