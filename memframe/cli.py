@@ -1,31 +1,31 @@
 """The `memframe` command: the frame by default, and every operation for scripts.
 
-Start-up stays light: this module imports only the standard library at the
-top; each command imports what it needs (Textual only for the frame, FastAPI
-only for the server). Every failure a person can cause prints one clear line
-and exits non-zero; a version conflict exits 3 and names the server's version.
+Start-up stays light: this module imports only `os` and `sys` at the top (it is
+the console script's entry point); each command imports what it needs (argparse
+once the command line is parsed, Textual only for the frame, FastAPI only for the
+server), and a plain `history -p` on a local workspace takes a short path before
+argparse (`memframe.cli_history`). Every failure a person can cause prints one
+clear line and exits non-zero; a version conflict exits 3 and names the server's
+version.
 """
 
 from __future__ import annotations
 
-import argparse
-import getpass
-import importlib
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+
     from memframe.backend.sealed import SealedBackend
+
+    Handler = Callable[[argparse.Namespace], int]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_CONFLICT = 3
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def _out(line: str = "") -> None:
@@ -35,6 +35,8 @@ def _out(line: str = "") -> None:
 def _prompt(question: str) -> str:
     if not sys.stdin.isatty():
         return ""
+    import getpass
+
     return getpass.getpass(question)
 
 
@@ -42,6 +44,8 @@ def _prompt(question: str) -> str:
 
 
 def _common() -> argparse.ArgumentParser:
+    import argparse
+
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--workspace",
@@ -70,6 +74,8 @@ def _backend(args: argparse.Namespace) -> SealedBackend:
 
 
 def _read_text(source: str) -> str:
+    from pathlib import Path
+
     from memframe.core.errors import InvalidInput
 
     try:
@@ -85,7 +91,9 @@ def _read_text(source: str) -> str:
 
 
 def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    from memframe.cli_history import when
+
+    return when(ts)
 
 
 def _size_line(size: int) -> str:
@@ -136,6 +144,8 @@ def _new_passphrase() -> str:
 
     if not sys.stdin.isatty():
         raise InvalidInput("No terminal to ask for a passphrase: set MEMFRAME_PASSPHRASE.")
+    import getpass
+
     first = getpass.getpass("New passphrase: ")
     if not first:
         raise InvalidInput("An empty passphrase protects nothing; nothing was created.")
@@ -180,13 +190,19 @@ def cmd_save(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    from memframe import cli_history
+
     backend = _backend(args)
     try:
         if args.patch:
-            return _history_patch(backend, args.limit)
-        rows = backend.history(limit=args.limit, before=args.before)
+            patch = cli_history.patch_backend(backend, args.limit, args.before)
+        else:
+            rows = backend.history(limit=args.limit, before=args.before)
     finally:
         backend.close()
+    if args.patch:
+        cli_history.write_out(patch)
+        return 0
     if not rows:
         _out("No revisions yet.")
         return 0
@@ -197,38 +213,18 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _history_patch(backend: SealedBackend, limit: int) -> int:
-    """`history -p`: each revision with its diff against the one before, like `git log -p`."""
-    rows = backend.history(limit=limit)
-    # Every text the page needs (each revision and the one before it), read in one go, split once.
-    wanted = sorted({r.version for r in rows} | {r.version - 1 for r in rows if r.version > 1})
-    lines = {v: text.splitlines(keepends=True) for v, text in backend.read_revisions(wanted).items()}
-    for r in rows:
-        _out(f"revision {r.version} · {_when(r.created_at)} · {r.author.value} {r.actor} · {r.operation.value}")
-        sys.stdout.writelines(_diff_lines(lines.get(r.version - 1, []), lines[r.version], r.version - 1, r.version))
-        _out()
-    return 0
-
-
-def _diff(a: str, b: str, va: int, vb: int) -> list[str]:
-    return _diff_lines(a.splitlines(keepends=True), b.splitlines(keepends=True), va, vb)
-
-
-def _diff_lines(a: list[str], b: list[str], va: int, vb: int) -> list[str]:
-    from memframe.core.diffs import unified_diff
-
-    lines = unified_diff(a, b, f"revision {va}", f"revision {vb}")
-    return [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
-
-
 def cmd_diff(args: argparse.Namespace) -> int:
+    from memframe.core.diffs import unified_diff_text
+
     backend = _backend(args)
     try:
         b = args.b if args.b is not None else backend.load().version
-        diff = _diff(backend.read_revision(args.a), backend.read_revision(b), args.a, b)
+        diff = unified_diff_text(
+            backend.read_revision(args.a), backend.read_revision(b), f"revision {args.a}", f"revision {b}"
+        )
     finally:
         backend.close()
-    sys.stdout.writelines(diff)
+    sys.stdout.write(diff)
     if not diff:
         _out(f"Revisions {args.a} and {b} have the same text.")
     return 0
@@ -272,6 +268,8 @@ def cmd_mode(args: argparse.Namespace) -> int:
 
 
 def cmd_key(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from memframe import crypto
     from memframe.backend.workspaces import load_key, write_key
 
@@ -291,6 +289,8 @@ def cmd_key(args: argparse.Namespace) -> int:
 
 
 def _read_bytes(source: str) -> bytes:
+    from pathlib import Path
+
     from memframe.core.errors import InvalidInput
 
     try:
@@ -420,6 +420,9 @@ def cmd_frame(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     common = _common()
     parser = argparse.ArgumentParser(
         prog="memframe",
@@ -489,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version(value: str) -> int:
+    import argparse
+
     try:
         number = int(value)
     except ValueError:
@@ -499,6 +504,8 @@ def _version(value: str) -> int:
 
 
 def _positive(value: str) -> int:
+    import argparse
+
     number = _version(value)
     if number < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
@@ -506,8 +513,12 @@ def _positive(value: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "history":
+        code = _history_patch_short(argv[1:])
+        if code is not None:
+            return code
+    parser = build_parser()
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["frame", *argv]
     if argv and argv[0] == "--version":
@@ -519,20 +530,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(args)
 
 
-def run(args: argparse.Namespace) -> int:
-    from memframe.core.errors import MemframeError, PolicyConflict, VersionConflict
+def _history_patch_short(argv: list[str]) -> int | None:
+    """`history -p` on a local workspace before argparse, the service or the backends are imported
+    (see `memframe.cli_history`); None when the command line or the workspace needs the full CLI."""
+    import gc
 
-    handler: Handler = args.handler
+    collecting = gc.isenabled()
+    gc.disable()  # nothing here makes reference cycles: spare the collector its passes over every module
     try:
-        return handler(args)
-    except (VersionConflict, PolicyConflict) as exc:
-        print(f"memframe: {exc}", file=sys.stderr)
-        return EXIT_CONFLICT
-    except MemframeError as exc:
-        print(f"memframe: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        from memframe import cli_history
+
+        plain = cli_history.plain_request(argv)
+        return None if plain is None else _guarded(lambda: cli_history.patch_local(*plain, prompt=_prompt))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def run(args: argparse.Namespace) -> int:
+    handler: Handler = args.handler
+    code = _guarded(lambda: handler(args))
+    return EXIT_ERROR if code is None else code
+
+
+def _guarded(command: Callable[[], int | None]) -> int | None:
+    """Run a command; every failure a person can cause becomes one line on stderr and an exit code."""
+    try:
+        return command()
     except KeyboardInterrupt:
         print("memframe: interrupted; nothing more was written.", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        from memframe.core.errors import MemframeError, PolicyConflict, VersionConflict
+
+        if isinstance(exc, (VersionConflict, PolicyConflict)):
+            print(f"memframe: {exc}", file=sys.stderr)
+            return EXIT_CONFLICT
+        if isinstance(exc, MemframeError):
+            print(f"memframe: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        raise

@@ -10,14 +10,18 @@ workspace or path fails to open instead of showing the wrong text.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
-import secrets
-from dataclasses import dataclass
-from pathlib import Path
 
-from memframe.core.errors import DecryptionFailed, KeyFileError
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
+
+# Start-up stays light (`memframe history -p` is measured against `git log -p`): hashlib, the
+# errors and cryptography are imported where they are used, and random bytes come from
+# os.urandom, which is what `secrets.token_bytes` returns.
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -30,10 +34,29 @@ _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
 
 
 def _aesgcm(key: bytes):  # type: ignore[no-untyped-def]
-    # Imported lazily: cryptography's import costs start-up time the CLI's cheap commands avoid.
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    """AES-256-GCM with `key`; every encryption and decryption in memframe is made through here."""
+    return _aesgcm_class()(key)
 
-    return AESGCM(key)
+
+_AESGCM: Any = None
+
+
+def _aesgcm_class():  # type: ignore[no-untyped-def]
+    # Imported on first use: cryptography costs start-up time the CLI's cheap commands avoid. The
+    # public module `cryptography.hazmat.primitives.ciphers.aead` is this very class re-exported, after
+    # importing `typing` and every cipher and mode: going to the binding directly saves half the
+    # import. Should a cryptography release move it, the public name is used.
+    global _AESGCM
+    if _AESGCM is None:
+        try:
+            from cryptography.hazmat.bindings._rust import openssl
+
+            _AESGCM = openssl.aead.AESGCM
+        except (ImportError, AttributeError):
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+            _AESGCM = AESGCM
+    return _AESGCM
 
 
 def associated_data(workspace_id: str, path: str) -> bytes:
@@ -42,26 +65,44 @@ def associated_data(workspace_id: str, path: str) -> bytes:
 
 
 def new_key() -> bytes:
-    return secrets.token_bytes(KEY_BYTES)
+    return os.urandom(KEY_BYTES)
 
 
 def seal(key: bytes, text: str, *, workspace_id: str, path: str) -> bytes:
     """Encrypt `text` with a fresh nonce; the result is all the server ever stores."""
-    nonce = secrets.token_bytes(NONCE_BYTES)
+    nonce = os.urandom(NONCE_BYTES)
     return nonce + _aesgcm(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
 
 
 def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str) -> str:
     """Decrypt, or fail with DecryptionFailed: never garbage text, never a crash."""
-    from cryptography.exceptions import InvalidTag
+    return opener(key, workspace_id=workspace_id, path=path)(blob)
 
-    if len(blob) < SEAL_OVERHEAD:
-        raise DecryptionFailed()
-    try:
-        plain = _aesgcm(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated_data(workspace_id, path))
-        return plain.decode("utf-8")
-    except (InvalidTag, UnicodeDecodeError, ValueError) as exc:
-        raise DecryptionFailed() from exc
+
+def opener(key: bytes, *, workspace_id: str, path: str) -> Callable[[bytes | None], str]:
+    """`open_sealed` for many blobs of one file: the cipher and the associated data are made once,
+    and the blob is not copied. A missing blob (a deletion's) opens as ""."""
+    aead = _aesgcm(key)
+    ad = associated_data(workspace_id, path)
+
+    def open_blob(blob: bytes | None) -> str:
+        if blob is None:
+            return ""
+        try:
+            if len(blob) < SEAL_OVERHEAD:
+                raise ValueError("shorter than a sealed text")
+            view = memoryview(blob)
+            return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], ad).decode("utf-8")  # type: ignore[no-any-return]
+        except Exception as exc:
+            from cryptography.exceptions import InvalidTag
+
+            if not isinstance(exc, (InvalidTag, UnicodeDecodeError, ValueError)):
+                raise
+            from memframe.core.errors import DecryptionFailed
+
+            raise DecryptionFailed() from exc
+
+    return open_blob
 
 
 def plaintext_size(blob: bytes) -> int:
@@ -71,27 +112,24 @@ def plaintext_size(blob: bytes) -> int:
 
 def content_hash(blob: bytes) -> str:
     """The only fingerprint of a text the server stores: SHA-256 of the ciphertext."""
+    import hashlib
+
     return hashlib.sha256(blob).hexdigest()
 
 
 def key_fingerprint(key: bytes) -> str:
     """A short id that lets two people check they hold the same key, revealing nothing of it."""
+    import hashlib
+
     return hashlib.sha256(b"memframe-key-id\x00" + key).hexdigest()[:16]
 
 
 # --- key files ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class KeyFile:
-    """A key file's contents: either the raw key or one wrapped by a passphrase."""
-
-    workspace_id: str
-    wrapped: bool
-    data: dict[str, str]
-
-
 def _kdf(passphrase: str, salt: bytes) -> bytes:
+    import hashlib
+
     return hashlib.scrypt(
         passphrase.encode("utf-8"),
         salt=salt,
@@ -115,8 +153,8 @@ def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None
         "fingerprint": key_fingerprint(key),
     }
     if passphrase:
-        salt = secrets.token_bytes(16)
-        nonce = secrets.token_bytes(NONCE_BYTES)
+        salt = os.urandom(16)
+        nonce = os.urandom(NONCE_BYTES)
         wrapped = _aesgcm(_kdf(passphrase, salt)).encrypt(nonce, key, workspace_id.encode())
         doc.update(kdf="scrypt", n=_SCRYPT_N, salt=_b64(salt), nonce=_b64(nonce), wrapped=_b64(wrapped))
     else:
@@ -127,35 +165,41 @@ def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None
 def decode_key_file(raw: bytes, passphrase: str | None = None, *, source: str = "key file") -> bytes:
     """Read a key file; a wrong passphrase or a damaged file is a KeyFileError, one line.
 
-    A raw key file needs only base64: cryptography is imported for a wrapped one alone,
-    so opening the frame on an unwrapped key does not load it before the first paint.
+    A raw key file needs only json and base64: cryptography is imported for a wrapped one
+    alone, so opening the frame on an unwrapped key does not load it before the first paint.
     """
+    from_damaged: BaseException | None = None
     try:
-        doc = json.loads(raw)
-        if doc.get("format") != _KEYFILE_FORMAT:
-            raise ValueError
-        workspace = str(doc["workspace"])
-        if "key" in doc:
-            key = base64.b64decode(doc["key"], validate=True)
-        else:
-            if not passphrase:
-                raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
-            salt = base64.b64decode(doc["salt"], validate=True)
-            nonce = base64.b64decode(doc["nonce"], validate=True)
-            wrapped = base64.b64decode(doc["wrapped"], validate=True)
-            from cryptography.exceptions import InvalidTag
-
-            try:
-                key = _aesgcm(_kdf(passphrase, salt)).decrypt(nonce, wrapped, workspace.encode())
-            except InvalidTag:
-                raise KeyFileError("Wrong passphrase for the workspace key.") from None
-    except KeyFileError:
-        raise
+        key = _key_from_file(raw, passphrase, source)
     except (ValueError, KeyError, TypeError) as exc:
-        raise KeyFileError(f"The {source} is damaged or not a memframe key file.") from exc
+        key, from_damaged = b"", exc
     if len(key) != KEY_BYTES:
-        raise KeyFileError(f"The {source} is damaged or not a memframe key file.")
+        from memframe.core.errors import KeyFileError
+
+        raise KeyFileError(f"The {source} is damaged or not a memframe key file.") from from_damaged
     return key
+
+
+def _key_from_file(raw: bytes, passphrase: str | None, source: str) -> bytes:
+    doc = json.loads(raw)
+    if doc.get("format") != _KEYFILE_FORMAT:
+        raise ValueError
+    workspace = str(doc["workspace"])
+    if "key" in doc:
+        return base64.b64decode(doc["key"], validate=True)
+    from memframe.core.errors import KeyFileError
+
+    if not passphrase:
+        raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
+    salt = base64.b64decode(doc["salt"], validate=True)
+    nonce = base64.b64decode(doc["nonce"], validate=True)
+    wrapped = base64.b64decode(doc["wrapped"], validate=True)
+    from cryptography.exceptions import InvalidTag
+
+    try:
+        return _aesgcm(_kdf(passphrase, salt)).decrypt(nonce, wrapped, workspace.encode())  # type: ignore[no-any-return]
+    except InvalidTag:
+        raise KeyFileError("Wrong passphrase for the workspace key.") from None
 
 
 def key_file_is_wrapped(raw: bytes) -> bool:

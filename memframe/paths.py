@@ -7,7 +7,6 @@ home). The local embedded workspace database and the key files sit there.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -45,6 +44,8 @@ def key_scope(remote_url: str | None) -> str:
     """Keys of a local workspace and of a server's workspace of the same name never mix."""
     if not remote_url:
         return "local"
+    import hashlib
+
     slug = re.sub(r"[^A-Za-z0-9]+", "-", remote_url.split("://", 1)[-1]).strip("-")[:40]
     digest = hashlib.sha256(remote_url.rstrip("/").encode()).hexdigest()[:8]
     return f"{slug}-{digest}"

@@ -59,6 +59,17 @@ def test_full_round_trip(capsys, initialised, tmp_path: Path) -> None:  # type: 
     assert run(capsys, "show", "--text-only")[1] == ""
 
 
+def test_diff_is_git_like(capsys, initialised, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run(capsys, "save", write(tmp_path, "# Prefs\n- tea"), "--base", "0")
+    run(capsys, "save", write(tmp_path, "# Prefs\n- coffee\n"), "--base", "1")
+    assert run(capsys, "diff", "1", "2") == (
+        0,
+        "--- revision 1\n+++ revision 2\n@@ -1,2 +1,2 @@\n # Prefs\n-- tea\n\\ No newline at end of file\n+- coffee\n",
+        "",
+    )
+    assert run(capsys, "diff", "2")[1] == "Revisions 2 and 2 have the same text.\n"
+
+
 def test_conflict_exits_3_names_the_version_and_writes_nothing(capsys, initialised, tmp_path) -> None:  # type: ignore[no-untyped-def]
     run(capsys, "save", write(tmp_path, "one\n"), "--base", "0")
     code, _, err = run(capsys, "save", write(tmp_path, "two\n"), "--base", "0")

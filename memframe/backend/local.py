@@ -157,8 +157,12 @@ class LocalBackend(SealedBackend):
         user: str = LOCAL_USER,
         save_state: SaveState | None = None,
         model: ModelClient | None = None,
+        owns_service: bool | None = None,
     ) -> None:
-        owns = not isinstance(service, MemoryService)
-        svc = MemoryService(service) if owns else service  # type: ignore[arg-type]
+        """`service` is a MemoryService, or a database path to open one on; the backend closes the
+        service it opened itself, or one handed over with `owns_service=True`."""
+        opened = not isinstance(service, MemoryService)
+        owns = opened if owns_service is None else owns_service
+        svc = MemoryService(service) if opened else service  # type: ignore[arg-type]
         store = LocalStore(svc, workspace_id, user, owns_service=owns, model=model)  # type: ignore[arg-type]
         super().__init__(store, key, save_state=save_state)

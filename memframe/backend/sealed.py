@@ -18,7 +18,7 @@ from memframe.core.errors import CaptureRefused, MemframeError, NotFound, Versio
 from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
-from memframe.crypto import open_sealed, seal
+from memframe.crypto import open_sealed, opener, seal
 
 
 class SealedBackend:
@@ -90,7 +90,8 @@ class SealedBackend:
         if any(v < 1 for v in versions):
             raise NotFound(f"There is no revision {min(versions)}.")
         stored = self.store.get_versions(MEMORY_PATH, versions)
-        return {s.info.version: self._open(s.ciphertext) for s in stored}
+        open_blob = opener(self._key, workspace_id=self.workspace_id, path=MEMORY_PATH)  # one cipher for all
+        return {s.info.version: open_blob(s.ciphertext) for s in stored}
 
     def get_policy(self) -> Policy:
         return self.store.get_policy()

@@ -7,18 +7,20 @@ which backend" is decided once.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memframe import crypto, paths
-from memframe.backend.sealed import SealedBackend
 
+# Light to import: `memframe history -p` reads keys through here on its short path, so the
+# backends, the errors and typing are imported only where they are used.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from memframe.assistant.models import ModelClient
-from memframe.core.errors import InvalidInput, KeyFileError, NotFound
+    from collections.abc import Callable
+    from pathlib import Path
 
-PassphrasePrompt = Callable[[str], str]
+    from memframe.assistant.models import ModelClient
+    from memframe.backend.sealed import SealedBackend
+
+    PassphrasePrompt = Callable[[str], str]
 PASSPHRASE_ENV = "MEMFRAME_PASSPHRASE"
 
 
@@ -42,6 +44,8 @@ def write_key(
     """Store a workspace key for this person: 0600, wrapped when a passphrase is given."""
     target = paths.key_file(workspace_id, remote_url)
     if target.exists() and not overwrite:
+        from memframe.core.errors import InvalidInput
+
         raise InvalidInput(f"A key for {workspace_id!r} already exists at {target}; nothing was changed.")
     crypto.write_private_file(target, crypto.encode_key_file(key, workspace_id, passphrase))
     return target
@@ -52,17 +56,23 @@ def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: Passph
     source = paths.key_file(workspace_id, remote_url)
     try:
         raw = source.read_bytes()
-    except FileNotFoundError:
-        raise KeyFileError(
-            f"No key for workspace {workspace_id!r} on this machine (looked in {source}). "
-            "Run 'memframe init' for a new workspace, or 'memframe key import' with a key a member exported."
-        ) from None
     except OSError as exc:
-        raise KeyFileError(f"Cannot read the key file {source}: {exc.strerror}.") from None
+        raise _key_unreadable(workspace_id, source, exc) from None
     passphrase = None
     if crypto.key_file_is_wrapped(raw):
         passphrase = _passphrase(prompt, f"Passphrase for workspace {workspace_id!r}: ")
     return crypto.decode_key_file(raw, passphrase, source=f"key file {source}")
+
+
+def _key_unreadable(workspace_id: str, source: Path, exc: OSError) -> Exception:
+    from memframe.core.errors import KeyFileError
+
+    if isinstance(exc, FileNotFoundError):
+        return KeyFileError(
+            f"No key for workspace {workspace_id!r} on this machine (looked in {source}). "
+            "Run 'memframe init' for a new workspace, or 'memframe key import' with a key a member exported."
+        )
+    return KeyFileError(f"Cannot read the key file {source}: {exc.strerror}.")
 
 
 def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db_path: Path | None = None) -> Path:
@@ -72,6 +82,8 @@ def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db
 
     paths.check_workspace_id(workspace_id)
     if paths.key_file(workspace_id).exists():
+        from memframe.core.errors import InvalidInput
+
         raise InvalidInput(
             f"A key for {workspace_id!r} already exists at {paths.key_file(workspace_id)}; nothing was changed."
         )
@@ -112,6 +124,8 @@ def open_backend(
     """
     paths.check_workspace_id(workspace_id)
     if remote_url and model is not None:
+        from memframe.core.errors import InvalidInput
+
         raise InvalidInput("A server runs the Assistant with its own model: start 'memframe serve --model-url'.")
     if remote_url:
         from memframe.backend.remote import RemoteBackend
@@ -119,11 +133,25 @@ def open_backend(
         key = load_key(workspace_id, remote_url=remote_url, prompt=prompt)
         return RemoteBackend(remote_url, token, workspace_id, key)
     from memframe.backend.local import LocalBackend
+    from memframe.service import MemoryService
 
     db = db_path or paths.local_database()
-    if not local_workspace_exists(workspace_id, db):
-        raise NotFound(
-            f"There is no local workspace {workspace_id!r}; create it with 'memframe init --workspace {workspace_id}'."
-        )
-    key = load_key(workspace_id, prompt=prompt)
-    return LocalBackend(db, workspace_id, key, model=model)
+    if not db.exists():
+        raise _no_local_workspace(workspace_id)
+    service = MemoryService(db)  # opened once: checked, then handed to the backend, which closes it
+    try:
+        if workspace_id not in service.accounts.workspaces():
+            raise _no_local_workspace(workspace_id)
+        key = load_key(workspace_id, prompt=prompt)
+        return LocalBackend(service, workspace_id, key, model=model, owns_service=True)
+    except BaseException:
+        service.close()
+        raise
+
+
+def _no_local_workspace(workspace_id: str) -> Exception:
+    from memframe.core.errors import NotFound
+
+    return NotFound(
+        f"There is no local workspace {workspace_id!r}; create it with 'memframe init --workspace {workspace_id}'."
+    )

@@ -1,0 +1,265 @@
+"""`memframe history -p`: git-like output, the same on the short path and through every backend."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memframe import cli, cli_history, paths
+from memframe.backend.sealed import SealedBackend
+from memframe.backend.workspaces import open_backend
+from memframe.cli import EXIT_ERROR, main
+from memframe.service import reads as local_read
+from tests.conftest import World
+
+TEXTS = [
+    "# Memory\n- tea\n",
+    "# Memory\n- coffee\n",  # a line replaced
+    "# Memory\n- coffee\n- no newline at the end",  # a last line without newline added
+    "# Memory\n- coffee\n- now with one\n",  # ... and given one
+    "# Notes\n" + "".join(f"- fact {i}\n" for i in range(40)),  # most lines replaced
+    "# Notes\n" + "".join(f"- fact {i}\n" for i in range(40) if i not in (3, 30)),  # two hunks
+]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def reference(backend: SealedBackend, limit: int = 50, before: int | None = None) -> str:
+    """What `history -p` printed before the short path: difflib over each pair of texts' lines."""
+    out = []
+    for r in backend.history(limit=limit, before=before):
+        old = backend.read_revision(r.version - 1) if r.version > 1 else ""
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
+        out.append(f"revision {r.version} · {when} · {r.author.value} {r.actor} · {r.operation.value}\n")
+        lines = difflib.unified_diff(
+            old.splitlines(keepends=True),
+            backend.read_revision(r.version).splitlines(keepends=True),
+            f"revision {r.version - 1}",
+            f"revision {r.version}",
+        )
+        out += [line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines]
+        out.append("\n")
+    return "".join(out)
+
+
+def fill(backend: SealedBackend) -> None:
+    version = 0
+    for text in TEXTS:
+        version = backend.save(text, version).version
+    version = backend.undo(2, version).version
+    backend.clear(version)  # an empty revision last
+
+
+@pytest.fixture
+def local(capsys: pytest.CaptureFixture[str]) -> Iterator[SealedBackend]:
+    assert run(capsys, "init")[0] == 0
+    backend = open_backend("default")
+    fill(backend)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def short_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the command line reaches argparse (the full CLI)."""
+
+    def no_parser() -> None:
+        raise AssertionError("the full CLI was used")
+
+    monkeypatch.setattr(cli, "build_parser", no_parser)
+
+
+def test_history_p_prints_each_revision_with_its_diff_as_before(capsys, local, short_path_only) -> None:  # type: ignore[no-untyped-def]
+    code, out, err = run(capsys, "history", "-p")
+    assert (code, err) == (0, "")
+    assert out == reference(local)
+    assert out.count("\n+++ ") + out.startswith("+++ ") == len(TEXTS) + 2
+    assert "\\ No newline at end of file\n" in out and "-# Memory\n" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-p", "--limit", "3"],
+        ["--patch", "--limit=3", "-w", "default"],
+        ["--limit", "2", "-p", "--before", "5"],
+        ["-p", "--workspace=default", "--before=2"],
+        ["-p", "--limit", "1000"],
+    ],
+)
+def test_the_short_path_matches_the_full_cli(capsys, local, monkeypatch, argv) -> None:  # type: ignore[no-untyped-def]
+    assert cli_history.plain_request(argv) is not None
+    code, short, _ = run(capsys, "history", *argv)
+    assert code == 0 and short
+    monkeypatch.setattr(cli_history, "plain_request", lambda argv: None)  # the full CLI, through the backend
+    assert run(capsys, "history", *argv) == (0, short, "")
+
+
+def test_before_is_honoured_with_p(capsys, local, short_path_only) -> None:  # type: ignore[no-untyped-def]
+    out = run(capsys, "history", "-p", "--before", "4", "--limit", "2")[1]
+    assert out == reference(local, limit=2, before=4)
+    assert out.startswith("revision 3 ") and "\nrevision 2 " in out and "revision 1 " not in out
+
+
+def test_the_same_output_through_every_backend(world: World) -> None:
+    backend = world.client()
+    fill(backend)
+    assert cli_history.patch_backend(backend, 50, None).decode() == reference(backend)
+    assert cli_history.patch_backend(backend, 2, 6).decode() == reference(backend, limit=2, before=6)
+
+
+def test_no_revisions_prints_nothing(capsys) -> None:  # type: ignore[no-untyped-def]
+    run(capsys, "init")
+    assert run(capsys, "history", "-p") == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["-p"], ("default", 50, None)),
+        (["--patch", "--limit", "7", "-w", "notes"], ("notes", 7, None)),
+        (["-p", "--limit=1_000", "--before=12", "--workspace", "w.1"], ("w.1", 1000, 12)),
+        (["-w", "x", "-w", "y", "-p"], ("y", 50, None)),  # the last one wins, as in argparse
+        ([], None),  # no -p: the plain list
+        (["--limit", "5"], None),
+        (["-p", "--remote", "http://x"], None),
+        (["-p", "--token", "t"], None),
+        (["-p", "-h"], None),
+        (["-p", "--lim", "5"], None),  # argparse's abbreviations
+        (["-p", "-wnotes"], None),
+        (["-p", "-w=notes"], None),
+        (["-p", "-w"], None),
+        (["-p", "-w", "-p"], None),
+        (["-p", "--limit", "0"], None),
+        (["-p", "--limit", "1001"], None),  # over the service's page: its own error
+        (["-p", "--limit", "-5"], None),
+        (["-p", "--limit", "five"], None),
+        (["-p", "--before", "0"], None),
+        (["-p", "--"], None),
+        (["-p", "extra"], None),
+    ],
+)
+def test_only_a_plain_command_line_takes_the_short_path(argv: list[str], expected: object) -> None:
+    assert cli_history.plain_request(argv) == expected
+
+
+def test_the_environment_chooses_as_for_the_full_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMFRAME_WORKSPACE", "notes")
+    assert cli_history.plain_request(["-p"]) == ("notes", 50, None)
+    monkeypatch.setenv("MEMFRAME_URL", "")
+    assert cli_history.plain_request(["-p"]) == ("notes", 50, None)
+    monkeypatch.setenv("MEMFRAME_URL", "http://127.0.0.1:1")
+    assert cli_history.plain_request(["-p"]) is None
+
+
+# --- what the short path leaves to the service, and its errors ------------------------------
+
+
+def same_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """`history -p …` fails exactly as the plain `history …` (always the full CLI) does."""
+    code, out, err = run(capsys, "history", "-p", *argv)
+    assert (code, out) == (EXIT_ERROR, "")
+    assert run(capsys, "history", *argv) == (EXIT_ERROR, "", err)
+    assert err.startswith("memframe: ") and err.count("\n") == 1
+    return err
+
+
+def test_no_database_and_no_workspace_are_the_full_clis_errors(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert "There is no local workspace 'default'" in same_error(capsys)
+    run(capsys, "init")
+    assert "There is no local workspace 'nope'" in same_error(capsys, "-w", "nope")
+    assert "not a workspace name" in same_error(capsys, "-w", "no/pe")
+    assert "1 to 1000 revisions" in same_error(capsys, "--limit", "1001")
+
+
+def test_a_database_the_service_must_judge_goes_to_the_service(capsys, local) -> None:  # type: ignore[no-untyped-def]
+    db = paths.local_database()
+    assert local_read.open_local_revisions("default", db) is not None
+    with sqlite3.connect(db) as conn:  # written by a newer memframe
+        conn.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 0)")
+    assert local_read.open_local_revisions("default", db) is None
+    assert "newer memframe" in same_error(capsys)
+
+
+def test_a_workspace_the_local_user_left_goes_to_the_service(capsys, local) -> None:  # type: ignore[no-untyped-def]
+    with sqlite3.connect(paths.local_database()) as conn:
+        conn.execute("DELETE FROM memberships")
+    assert local_read.open_local_revisions("default", paths.local_database()) is None
+    assert "not a member" in same_error(capsys)
+
+
+def test_a_wrong_key_is_one_line_and_prints_no_text(capsys, local, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    from memframe import crypto
+
+    key_file = memframe_home / "keys" / "local" / "default.key"
+    key_file.write_bytes(crypto.encode_key_file(crypto.new_key(), "default"))
+    code, out, err = run(capsys, "history", "-p")
+    assert (code, out) == (EXIT_ERROR, "")
+    assert err.startswith("memframe: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "coffee" not in err
+
+
+def test_the_short_path_reads_what_the_service_shares() -> None:
+    from memframe.core.errors import InvalidInput
+    from memframe.core.types import MEMORY_PATH
+    from memframe.service import db, files
+    from memframe.service.accounts import LOCAL_USER
+
+    assert local_read.MEMORY_PATH == MEMORY_PATH
+    assert local_read.LOCAL_USER == LOCAL_USER
+    assert local_read.shipped_migrations() == {number for number, _, _ in db.migrations()}
+    with pytest.raises(InvalidInput, match="1 to 1000"):
+        files.list_versions(None, "w", MEMORY_PATH, limit=cli_history.MAX_PAGE + 1, before=None)  # type: ignore[arg-type]
+
+
+# --- as the benchmark runs it: a subprocess, output through a pipe -----------------------------
+
+
+def test_a_subprocess_imports_only_what_it_needs(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    run(capsys, "init")
+    backend = open_backend("default")
+    lines = [f"- fact {i}\n" for i in range(50)]
+    version = 0
+    for n, where in enumerate((0, 10, 49, 49, 20)):  # typical edits: one line each
+        lines[where] = f"- fact {where}, edited {n}\n"
+        version = backend.save("".join(lines), version).version
+    expected = reference(backend)
+    backend.close()
+    probe = (
+        "import sys\n"
+        "from memframe.cli import main\n"
+        "code = main(['history', '-p'])\n"
+        "heavy = ('argparse', 'typing', 'dataclasses', 'difflib', 'memframe.service.service', 'memframe.service.db',"
+        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx')\n"
+        "print('HEAVY', sorted(m for m in heavy if m in sys.modules), code, file=sys.stderr)\n"
+    )
+    env = {**os.environ, "MEMFRAME_HOME": str(memframe_home)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, check=True)
+    assert b"HEAVY [] 0" in done.stderr, done.stderr
+    assert done.stdout.decode() == expected
+
+
+def test_a_large_output_through_an_unbuffered_pipe(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    run(capsys, "init")
+    backend = open_backend("default")
+    version = 0
+    for n in range(12):  # every line changes every time: about 20 KiB of diff per revision
+        version = backend.save("".join(f"- line {i} of revision {n}\n" for i in range(400)), version).version
+    expected = reference(backend)
+    backend.close()
+    env = {**os.environ, "MEMFRAME_HOME": str(memframe_home), "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-u", "-m", "memframe", "history", "-p"]
+    done = subprocess.run(command, env=env, capture_output=True, check=True)
+    assert done.stdout.decode() == expected and len(done.stdout) > 200_000
