@@ -1,8 +1,9 @@
-"""`Database.write_soon`: records a read leaves behind commit soon, never after what follows them."""
+"""Writes shared between threads: `write_soon` records, and `write_together` group commits."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -94,5 +95,60 @@ def test_a_record_that_breaks_a_constraint_is_dropped_not_retried_forever(tmp_pa
             conn.execute(INSERT, ("answer",))
         assert _on_disk(tmp_path / "m.db") == ["taken", "answer"]
         db.flush()
+    finally:
+        db.close()
+
+
+def test_batches_committed_together_each_get_their_own_outcome(tmp_path: Path) -> None:
+    """Many threads at once: each batch lands or fails alone, and every success is on disk on return."""
+    db = _open(tmp_path / "m.db")
+    start = threading.Barrier(8)
+    landed: list[str] = []
+    refused: list[str] = []
+
+    def writer(n: int) -> None:
+        start.wait()
+        for r in range(20):
+            body = f"note {n}.{r}"
+
+            def batch(conn: sqlite3.Connection, body: str = body, refuse: bool = r % 3 == 0) -> str:
+                conn.execute(INSERT, (body,))
+                if refuse:
+                    conn.execute(INSERT, (body,))  # breaks UNIQUE: this batch alone rolls back
+                return body
+
+            try:
+                assert db.write_together(batch) == body
+            except sqlite3.IntegrityError:
+                refused.append(body)
+                continue
+            assert body in _on_disk(tmp_path / "m.db")  # acknowledged means committed
+            landed.append(body)
+
+    try:
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(landed) + len(refused) == 160 and len(refused) == 8 * 7
+        assert sorted(_on_disk(tmp_path / "m.db")) == sorted(landed)
+    finally:
+        db.close()
+
+
+def test_a_storage_failure_fails_the_whole_group_cleanly(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    db = _open(tmp_path / "m.db")
+    try:
+
+        def failing(conn: sqlite3.Connection) -> None:
+            conn.execute(INSERT, ("half",))
+            raise sqlite3.OperationalError("disk I/O error")
+
+        with pytest.raises(Unavailable):
+            db.write_together(failing)
+        assert _on_disk(tmp_path / "m.db") == []
+        assert db.write_together(lambda conn: conn.execute(INSERT, ("next",)).rowcount) == 1
+        assert _on_disk(tmp_path / "m.db") == ["next"]
     finally:
         db.close()

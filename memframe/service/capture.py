@@ -20,7 +20,7 @@ from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, VersionConflict
 from memframe.core.paths import proposal_path
 from memframe.core.turns import CaptureReceipt, ProposalRecord
-from memframe.core.types import MEMORY_PATH, Author, Mode, Operation
+from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.accounts import require_member
 from memframe.service.admissions import Admission, AssistantBase
@@ -50,8 +50,11 @@ class CaptureMixin(AssistantBase):
             replay = self._replay(conn, admission, request_hash)
             if replay is not None:
                 return replay
-        key = self.key_sessions.resolve(key_session_id, workspace_id)
-        base_text = self._text_at(key, workspace_id, expected_version)
+            key = self.key_sessions.resolve(key_session_id, workspace_id)
+            # A stale base is a conflict now, before any decrypting: the runtime turns it into a
+            # proposal against the newer text, and concurrent writers waste no work on it.
+            base = self._current_base(conn, workspace_id, expected_version)
+        base_text = "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
         new_text = apply_memory_changes(base_text, list(changes))
         blob = crypto.seal(key, new_text, workspace_id=workspace_id, path=MEMORY_PATH)
         # Revalidate the key session immediately before the batch: the durable revocation
@@ -67,35 +70,37 @@ class CaptureMixin(AssistantBase):
             "nonce": admission.credential_nonce,
             "key_session": key_session_id,
         }
+
+        def batch(conn: sqlite3.Connection) -> VersionInfo:
+            # Committed in one transaction with whatever other captures are waiting (one fsync for
+            # them all), inside its own savepoint: a refused capture rolls back alone.
+            version = files.check_base(conn, workspace_id, MEMORY_PATH, expected_version)
+            # The fence row first: a refused capture aborts before any version work, and an
+            # accepted one writes its version in the same transaction, so either both land or neither.
+            if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
+                raise sqlite3.IntegrityError("fence row missing")  # the CHECK (ok = 1) judged no row
+            info = files.insert_version(
+                conn,
+                workspace_id=workspace_id,
+                path=MEMORY_PATH,
+                version=version,
+                now=now,
+                author=Author.ASSISTANT,
+                actor="assistant",
+                operation=Operation.CAPTURE,
+                ciphertext=blob,
+            )
+            marked = conn.execute(
+                "UPDATE workspace_memory_admissions SET consumed_at = ?, committed_version = ?,"
+                " commit_request_hash = ? WHERE id = ? AND consumed_at IS NULL",
+                (now, version, request_hash, admission.id),
+            )
+            if marked.rowcount != 1:
+                raise sqlite3.IntegrityError("admission already consumed")
+            return info
+
         try:
-            with self.db.write() as conn:
-                version = files.check_base(conn, workspace_id, MEMORY_PATH, expected_version)
-                # The fence row first: a refused capture aborts before any version work, and an
-                # accepted one writes its version in the same transaction, so either both land or neither.
-                conn.execute(FENCE_INSERT, {**params, "version": version})
-                if conn.execute(
-                    "SELECT ok FROM workspace_memory_commit_fence WHERE admission_id = ? AND version = ?",
-                    (admission.id, version),
-                ).fetchone() != (1,):
-                    raise sqlite3.IntegrityError("fence row missing")
-                info = files.insert_version(
-                    conn,
-                    workspace_id=workspace_id,
-                    path=MEMORY_PATH,
-                    version=version,
-                    now=now,
-                    author=Author.ASSISTANT,
-                    actor="assistant",
-                    operation=Operation.CAPTURE,
-                    ciphertext=blob,
-                )
-                marked = conn.execute(
-                    "UPDATE workspace_memory_admissions SET consumed_at = ?, committed_version = ?,"
-                    " commit_request_hash = ? WHERE id = ? AND consumed_at IS NULL",
-                    (now, version, request_hash, admission.id),
-                )
-                if marked.rowcount != 1:
-                    raise sqlite3.IntegrityError("admission already consumed")
+            info = self.db.write_together(batch)
         except sqlite3.IntegrityError:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
@@ -117,17 +122,21 @@ class CaptureMixin(AssistantBase):
         version = files.get_version(conn, a.workspace_id, MEMORY_PATH, int(row[0]))
         return CaptureReceipt(a.id, version.info, replayed=True)
 
-    def _text_at(self, key: bytes, workspace_id: str, version: int) -> str:
-        if version == 0:
-            return ""
-        with self.db.read() as conn:
-            try:
-                stored = files.get_version(conn, workspace_id, MEMORY_PATH, version)
-            except NotFound:
-                raise VersionConflict(files.current_state(conn, workspace_id, MEMORY_PATH)[0]) from None
-        if stored.ciphertext is None:
+    @staticmethod
+    def _current_base(conn: sqlite3.Connection, workspace_id: str, expected_version: int) -> bytes | None:
+        """The ciphertext a capture applies its edits to: the current memory, only if it is the
+        expected version (None for a memory never written); a stale base is a VersionConflict."""
+        if expected_version < 0:
+            raise InvalidInput("The base version cannot be negative.")
+        current, deleted = files.current_state(conn, workspace_id, MEMORY_PATH)
+        if expected_version != current:
+            raise VersionConflict(current)
+        if current == 0:
+            return None
+        if deleted:
             raise CaptureRefused("The memory was deleted; nothing was written.")
-        return crypto.open_sealed(key, stored.ciphertext, workspace_id=workspace_id, path=MEMORY_PATH)
+        stored = files.get_version(conn, workspace_id, MEMORY_PATH, current)
+        return stored.ciphertext or b""
 
     def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
         """The current version and text, for turning a refused capture into a proposal against it.
@@ -139,8 +148,10 @@ class CaptureMixin(AssistantBase):
             if read_policy(conn, workspace_id).mode is Mode.OFF:
                 raise CaptureRefused("Memory is Off for this workspace; nothing can be read or proposed.")
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
-        key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
-        return version, self._text_at(key, workspace_id, version)
+            key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+            base = self._current_base(conn, workspace_id, version)
+        text = "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
+        return version, text
 
     # --- proposals -------------------------------------------------------------------------
 

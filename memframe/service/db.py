@@ -24,11 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from memframe.core.errors import MemframeError, Unavailable
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: How long the background flusher gathers `write_soon` records before committing them
@@ -92,6 +93,9 @@ class Database:
         self._soon_wake = threading.Event()
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._together = threading.Condition()  # guards _queue and _leading (write_together)
+        self._queue: list[_Ticket] = []
+        self._leading = False
         try:
             self._writer = _connect(self.path, "journal_mode = WAL")
         except sqlite3.DatabaseError as exc:
@@ -163,6 +167,58 @@ class Database:
                 raise Unavailable(
                     "The memory store could not save (the disk may be full or failing); nothing was written."
                 ) from exc
+
+    def write_together(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(conn)` as one atomic batch that may share its transaction, and its fsync, with
+        other threads' batches (group commit).
+
+        Whoever finds no batch being committed commits everything queued at that moment in one
+        `write()`, each batch inside its own savepoint: a batch that raises rolls back alone and
+        its caller gets the error; a storage failure fails them all. Every caller returns only
+        after the shared COMMIT, so an acknowledged batch is exactly as durable as with `write()`;
+        the writer lock is held for one fsync per group instead of one per batch.
+        """
+        ticket = _Ticket(work)
+        with self._together:
+            self._queue.append(ticket)
+            while not ticket.done and self._leading:
+                self._together.wait()
+            if not ticket.done:
+                self._leading = True
+                group, self._queue = self._queue, []
+        if not ticket.done:
+            try:
+                self._commit_together(group)
+            finally:
+                with self._together:
+                    for each in group:
+                        each.done = True
+                    self._leading = False
+                    self._together.notify_all()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result  # type: ignore[return-value]
+
+    def _commit_together(self, group: list[_Ticket]) -> None:
+        try:
+            with self.write() as conn:
+                for ticket in group:
+                    conn.execute("SAVEPOINT together")
+                    try:
+                        ticket.result = ticket.work(conn)
+                    except sqlite3.DatabaseError as exc:
+                        if _is_storage_error(exc):
+                            raise  # the storage is failing: the whole group rolls back
+                        conn.execute("ROLLBACK TO together")
+                        ticket.error = exc
+                    except Exception as exc:
+                        conn.execute("ROLLBACK TO together")
+                        ticket.error = exc
+                    conn.execute("RELEASE together")
+        except Exception as exc:
+            for ticket in group:  # nothing of the group was committed: each caller hears that first
+                ticket.result = None
+                ticket.error = exc if len(group) == 1 else _same_failure(exc)
 
     def write_soon(self, *statements: tuple[str, Sequence[Any]]) -> None:
         """Queue small statements to commit soon instead of now, in order.
@@ -289,6 +345,26 @@ class Database:
                 with contextlib.suppress(sqlite3.ProgrammingError):
                     conn.close()
             self._writer.close()
+
+
+class _Ticket:
+    """One caller's batch in `write_together`, and how it ended."""
+
+    __slots__ = ("done", "error", "result", "work")
+
+    def __init__(self, work: Callable[[sqlite3.Connection], Any]) -> None:
+        self.work = work
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _same_failure(exc: Exception) -> Unavailable:
+    """A copy of a group's failure for each caller (one exception object is not raised in many threads)."""
+    message = str(exc) if isinstance(exc, Unavailable) else "The memory store could not save; nothing was written."
+    copy = Unavailable(message)
+    copy.__cause__ = exc
+    return copy
 
 
 def _statements(sql: str) -> list[str]:
