@@ -23,9 +23,19 @@ from memframe.core.turns import CaptureReceipt, ProposalRecord
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.accounts import require_member
-from memframe.service.admissions import Admission, AssistantBase
+from memframe.service.admissions import (
+    ADMISSION_COLUMNS,
+    Admission,
+    AssistantBase,
+    checked_admission,
+    parse_credential,
+)
 from memframe.service.fence import FENCE_INSERT, failed_predicates
 from memframe.service.policy import read_policy
+
+_CAPTURE_ADMISSION = (
+    f"SELECT {ADMISSION_COLUMNS}, committed_version, commit_request_hash FROM workspace_memory_admissions WHERE id = ?"
+)
 
 
 class CaptureMixin(AssistantBase):
@@ -43,20 +53,17 @@ class CaptureMixin(AssistantBase):
         one transaction: the version (expected version, no tombstone revival), the fence row
         whose CHECK judges the admission, and the admission marked committed."""
         request_hash = _request_hash(changes, expected_version)
-        with self.db.read() as conn:
-            admission = self._admission_for(conn, workspace_id, credential)
-            if idempotency_key != f"memory:{admission.id}":
-                raise InvalidInput("The Idempotency-Key must be memory:<admissionId> of this turn.")
-            replay = self._replay(conn, admission, request_hash)
-            if replay is not None:
-                return replay
-            key = self.key_sessions.resolve(key_session_id, workspace_id)
-            # A stale base is a conflict now, before any decrypting: the runtime turns it into a
-            # proposal against the newer text, and concurrent writers waste no work on it.
-            base = self._current_base(conn, workspace_id, expected_version)
-        base_text = "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
-        new_text = apply_memory_changes(base_text, list(changes))
-        blob = crypto.seal(key, new_text, workspace_id=workspace_id, path=MEMORY_PATH)
+        # One statement, no transaction: the caller's thread does as little as it can before the
+        # batch, where the thread committing the group does the rest (see `batch` below).
+        admission_id, _ = parse_credential(credential)
+        row = self.db.read_row(_CAPTURE_ADMISSION, (admission_id,))
+        admission = checked_admission(None if row is None else row[:-2], workspace_id, credential)
+        if idempotency_key != f"memory:{admission.id}":
+            raise InvalidInput("The Idempotency-Key must be memory:<admissionId> of this turn.")
+        committed_version, committed_hash = row[-2:]
+        if committed_version is not None:
+            return self._replay(admission, int(committed_version), committed_hash, request_hash)
+        key = self.key_sessions.resolve(key_session_id, workspace_id)
         # Revalidate the key session immediately before the batch: the durable revocation
         # row is read by the predicate itself; this catches an eviction since resolution.
         self.key_sessions.resolve(key_session_id, workspace_id)
@@ -72,9 +79,19 @@ class CaptureMixin(AssistantBase):
         }
 
         def batch(conn: sqlite3.Connection) -> VersionInfo:
-            # Committed in one transaction with whatever other captures are waiting (one fsync for
-            # them all), inside its own savepoint: a refused capture rolls back alone.
-            version = files.check_base(conn, workspace_id, MEMORY_PATH, expected_version)
+            # Run by whichever caller commits the group (see `Database.write_together`): every capture
+            # waiting at the writer is made and committed by one thread in one transaction with one
+            # fsync, each in its own savepoint, so a refused one rolls back alone and the waiting
+            # threads do not fight over the interpreter meanwhile. The base is read here, in the
+            # batch, so an earlier capture of the same group is seen as the conflict it is.
+            base = self._current_base(conn, workspace_id, expected_version)
+            base_text = (
+                "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
+            )
+            blob = crypto.seal(
+                key, apply_memory_changes(base_text, list(changes)), workspace_id=workspace_id, path=MEMORY_PATH
+            )
+            version = expected_version + 1
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
@@ -110,16 +127,13 @@ class CaptureMixin(AssistantBase):
             ) from None
         return CaptureReceipt(admission.id, info)
 
-    def _replay(self, conn: sqlite3.Connection, a: Admission, request_hash: str) -> CaptureReceipt | None:
-        row = conn.execute(
-            "SELECT committed_version, commit_request_hash FROM workspace_memory_admissions WHERE id = ?",
-            (a.id,),
-        ).fetchone()
-        if row is None or row[0] is None:
-            return None
-        if row[1] != request_hash:
+    def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
+        """A transport retry of the turn's committed capture replays its receipt; a different
+        change in the same turn is refused."""
+        if committed_hash != request_hash:
             raise CaptureRefused("This turn has already changed memory once; a further change needs a new message.")
-        version = files.get_version(conn, a.workspace_id, MEMORY_PATH, int(row[0]))
+        with self.db.read() as conn:
+            version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
         return CaptureReceipt(a.id, version.info, replayed=True)
 
     @staticmethod

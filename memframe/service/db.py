@@ -93,7 +93,7 @@ class Database:
         self._soon_wake = threading.Event()
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._together = threading.Condition()  # guards _queue and _leading (write_together)
+        self._together = threading.Lock()  # guards _queue and _leading (write_together)
         self._queue: list[_Ticket] = []
         self._leading = False
         try:
@@ -181,20 +181,24 @@ class Database:
         ticket = _Ticket(work)
         with self._together:
             self._queue.append(ticket)
-            while not ticket.done and self._leading:
-                self._together.wait()
-            if not ticket.done:
-                self._leading = True
-                group, self._queue = self._queue, []
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            ticket.wake.wait()  # until a leader committed it, or handed the lead to it
         if not ticket.done:
+            with self._together:
+                group, self._queue = self._queue, []
             try:
                 self._commit_together(group)
             finally:
                 with self._together:
                     for each in group:
                         each.done = True
-                    self._leading = False
-                    self._together.notify_all()
+                        each.wake.set()
+                    if self._queue:
+                        self._queue[0].wake.set()  # the next in line commits whatever queued meanwhile
+                    else:
+                        self._leading = False
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
@@ -350,10 +354,11 @@ class Database:
 class _Ticket:
     """One caller's batch in `write_together`, and how it ended."""
 
-    __slots__ = ("done", "error", "result", "work")
+    __slots__ = ("done", "error", "result", "wake", "work")
 
     def __init__(self, work: Callable[[sqlite3.Connection], Any]) -> None:
         self.work = work
+        self.wake = threading.Event()  # set when done, or when it is this ticket's turn to lead
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
