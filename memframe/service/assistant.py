@@ -188,8 +188,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
 
     @staticmethod
     def _judge_recall(s: _RecallSnapshot, now: float) -> RecallResult:
-        if s.slot_admission != s.admission_id or s.slot_nonce != s.nonce:
-            return RecallResult(RecallStatus.SUPERSEDED, None)
+        if s.slot_expires_at is None or s.slot_admission != s.admission_id or s.slot_nonce != s.nonce:
+            return RecallResult(RecallStatus.SUPERSEDED, None)  # no slot, or a newer turn's
         if not s.member or not s.ai_enabled:
             return RecallResult(RecallStatus.NO_ACCESS, None)
         if now >= s.slot_expires_at:
