@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -33,6 +33,34 @@ from memframe.tui.text import diff_text, human_size, operation, when, who
 PAGE_SIZE = 50
 #: Start fetching the next page when the cursor is this close to the last loaded row.
 PREFETCH_ROWS = 5
+#: The fewest rendered lines and cells the revisions list keeps cached (more on a taller screen).
+LINES_CACHED = 64
+CELLS_CACHED = 1024
+
+
+class RevisionTable(DataTable[str]):
+    """The revisions list: a DataTable whose render caches hold a few screens of lines, not thousands.
+
+    DataTable keys each cached line by the cursor's position, so every cursor move renders the
+    visible lines afresh and the stale ones stay cached, up to 1,000 lines and 10,000 cells: tens of
+    thousands of objects that every full garbage collection walks and, once they are dropped, frees
+    in one go (over 100 ms of a walk down the list on a slow machine). Bounded by what is on screen,
+    the table draws exactly the same; it only forgets renders that no cursor position shows any more.
+    """
+
+    def on_resize(self, event: events.Resize) -> None:
+        lines = max(LINES_CACHED, 4 * event.size.height)
+        sizes = {
+            "_row_render_cache": lines,
+            "_line_cache": lines,
+            "_row_renderable_cache": lines,
+            "_cell_render_cache": max(CELLS_CACHED, lines * len(self.columns)),
+        }
+        for name, size in sizes.items():
+            # DataTable's own caches (not public API): a Textual that renames one keeps its default size.
+            cache = getattr(self, name, None)
+            if cache is not None and hasattr(cache, "maxsize"):
+                cache.maxsize = size
 
 
 class ChangesScreen(Screen[int | None]):
@@ -67,7 +95,7 @@ class ChangesScreen(Screen[int | None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="changes-title")
-        yield DataTable(id="revisions", cursor_type="row", zebra_stripes=True)
+        yield RevisionTable(id="revisions", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="diff-pane"):
             yield Static(id="diff-title")
             yield Static(id="diff")

@@ -12,28 +12,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, TextArea
 
 from memframe.backend.base import Backend
-from memframe.core.turns import Proposal
 from memframe.core.types import MemoryDocument, utf8_size
-from memframe.tui import calls
-from memframe.tui.apply import apply_flow, catch_up_flow
-from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.editor import PLACEHOLDER, MemoryEditor
 from memframe.tui.messages import Loaded, Tickets, WriteFinished
 from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
 from memframe.tui.status import MessageLine, SizeWarning, StatusBar
 
+# What the first paint does not need (the backend calls, the dialogs, applying a proposal) is imported
+# where it is first used: on a worker thread, or in a flow the person started.
+if TYPE_CHECKING:
+    from memframe.core.turns import Proposal
+    from memframe.tui import calls
+
 
 class MemoryScreen(Screen[None]):
     """Edit the memory; Save, Clear, Undo (via Changes), Reload, switch mode."""
+
+    class Started(Message):
+        """The first load has been shown (or has failed and said so): the frame has started."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save", tooltip="Upload the draft against the base version", id="memframe.save"),
@@ -128,6 +134,8 @@ class MemoryScreen(Screen[None]):
 
     @work(thread=True, group="io", exit_on_error=False)
     def _load_worker(self, ticket: int) -> None:
+        from memframe.tui import calls
+
         self.post_message(Loaded(ticket, calls.load(self.backend)))
 
     def on_loaded(self, message: Loaded) -> None:
@@ -155,6 +163,8 @@ class MemoryScreen(Screen[None]):
 
     @work(thread=True, group="io", exit_on_error=False)
     def _write_worker(self, ticket: int, request: WriteRequest) -> None:
+        from memframe.tui import calls
+
         self.post_message(WriteFinished(ticket, calls.write(self.backend, request)))
 
     def on_write_finished(self, message: WriteFinished) -> None:
@@ -174,6 +184,7 @@ class MemoryScreen(Screen[None]):
         cryptography) never delay it; it is queued first, so no flow runs before it."""
         await self.wait_for_refresh()
         await self._load_flow()
+        self.post_message(self.Started())
 
     async def _load_flow(self) -> None:
         outcome = await self.read_memory()
@@ -202,6 +213,8 @@ class MemoryScreen(Screen[None]):
             return True
         outcome = await self.write(WriteRequest.save(state.draft, state.base_version))
         while outcome.conflict and outcome.server is not None:
+            from memframe.tui.dialogs import ConflictScreen
+
             choice = await self.app.push_screen_wait(
                 ConflictScreen(outcome.server, state.draft, state.base_version, now=self.clock())
             )
@@ -225,6 +238,8 @@ class MemoryScreen(Screen[None]):
         self.sync_draft()
         if not self.state.dirty:
             return True
+        from memframe.tui.dialogs import SaveDiscardCancel
+
         choice = await self.app.push_screen_wait(SaveDiscardCancel(purpose, self.state.base_version, self.state.size))
         if choice == "discard":
             self.state.discard()
@@ -251,6 +266,8 @@ class MemoryScreen(Screen[None]):
             return
         if not await self.resolve_draft("before clearing"):
             return
+        from memframe.tui.dialogs import ClearConflict, ConfirmClear
+
         confirm = ConfirmClear(self.state.workspace_id, self.state.base_version, utf8_size(self.state.server_text))
         if not await self.app.push_screen_wait(confirm):
             self.say("Clear cancelled; nothing was written.")
@@ -270,6 +287,8 @@ class MemoryScreen(Screen[None]):
             return
         outcome = await self.write(WriteRequest.undo(revision, self.state.base_version))
         while outcome.conflict and outcome.server is not None:
+            from memframe.tui.dialogs import ConflictScreen
+
             server = outcome.server
             screen = ConflictScreen(server, outcome.text, self.state.base_version, now=self.clock(), revision=revision)
             choice = await self.app.push_screen_wait(screen)
@@ -332,6 +351,7 @@ class MemoryScreen(Screen[None]):
 
     def apply_proposal(self, proposal: Proposal, done: Callable[[], None]) -> None:
         """Apply `proposal` in the flow queue (after any Save in progress); `done` runs afterwards, always."""
+        from memframe.tui.apply import apply_flow
 
         async def flow() -> None:
             try:
@@ -345,6 +365,8 @@ class MemoryScreen(Screen[None]):
 
     def catch_up(self, version: int) -> None:
         """The Assistant wrote `version` of the memory; load it when the editor holds no draft."""
+        from memframe.tui.apply import catch_up_flow
+
         self.run_flow("loading the Assistant's change", lambda: catch_up_flow(self, version))
 
     def open_changes(self, at: int | None = None) -> None:

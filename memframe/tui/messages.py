@@ -8,16 +8,18 @@ is waiting for exactly this reply can be woken when its handler has applied it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.text import Text
 from textual.message import Message
 
-from memframe.core.errors import MemframeError
-from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
-from memframe.tui.calls import HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
-from memframe.tui.conversation import Exchange
-from memframe.tui.state import WriteOutcome
+if TYPE_CHECKING:  # the outcomes' modules load with the screens that use them, not before the first paint
+    from rich.text import Text
+
+    from memframe.core.errors import MemframeError
+    from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
+    from memframe.tui.calls import HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
+    from memframe.tui.conversation import Exchange
+    from memframe.tui.state import WriteOutcome
 
 
 class Reply(Message, bubble=False):

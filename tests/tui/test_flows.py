@@ -13,7 +13,7 @@ from textual.widgets import Markdown
 
 from memframe.core.types import Mode, Operation
 from memframe.tui.app import build_app
-from memframe.tui.changes import ChangesScreen
+from memframe.tui.changes import LINES_CACHED, ChangesScreen, RevisionTable
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.memory import MemoryScreen
 from memframe.tui.mode import ModeSwitcher
@@ -512,6 +512,22 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, MemoryScreen)
+
+    drive(app, script)
+
+
+def test_walking_the_revisions_keeps_a_few_screens_of_rendered_lines(stage: Stage) -> None:
+    """Every cursor move renders the visible lines afresh; the stale renders are dropped, not kept by the 1,000."""
+    for version in range(60):
+        stage.other.save(f"line {version}\n", version)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes_at(pilot, 40)
+        table = screen.query_one(RevisionTable)
+        bound = max(LINES_CACHED, 4 * table.size.height)
+        assert table.cursor_row == 40
+        assert 0 < len(table._line_cache) <= bound and len(table._row_render_cache) <= bound
 
     drive(app, script)
 

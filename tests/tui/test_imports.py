@@ -44,3 +44,15 @@ def test_importing_the_app_pulls_in_no_server_code() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_the_first_paint_loads_only_the_main_screen() -> None:
+    """Dialogs, the backend calls and the side screens load when first used, not before the frame is on screen."""
+    code = (
+        "import sys, memframe.tui.app\n"
+        "late = ('memframe.tui.' + m for m in ('dialogs', 'apply', 'calls', 'changes', 'assistant', "
+        "'assistant_calls', 'conversation', 'proposals', 'mode'))\n"
+        "print(','.join(sorted(m for m in late if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
