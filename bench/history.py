@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import os
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from bench.data import Workspace, local_home, memframe_home, revisions
-from bench.harness import Figure, Stats, latency_figure, log, paired, time_once
+from bench.harness import Figure, Stats, child_env, latency_figure, log, paired, time_once
 from bench.settings import Settings
 from bench.writes import git_env
 from memframe import crypto
@@ -163,7 +162,7 @@ def history_patch(tmp: Path, s: Settings) -> list[Figure]:
     repo = tmp / "patch-git"
     env = git_env(tmp)
     _git_repo(repo, texts, env)
-    mf_env = {**os.environ, "MEMFRAME_HOME": str(home)}
+    mf_env = child_env(tmp, MEMFRAME_HOME=str(home))
     mf_cmd = [*_memframe_command(), "history", "-p", "--limit", str(s.patch_revisions), "-w", BENCH_WORKSPACE]
     git_cmd = ["git", "--no-pager", "log", "-p"]
 

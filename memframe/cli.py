@@ -407,13 +407,19 @@ def cmd_proposals(args: argparse.Namespace) -> int:
 
 def cmd_frame(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import init_local_workspace, local_workspace_exists
+    from memframe.core.errors import NotFound
 
-    if not args.remote and not local_workspace_exists(args.workspace):
+    try:  # the usual case opens the database once; only a missing local workspace looks twice
+        backend = _backend(args)
+    except NotFound:
+        if args.remote or local_workspace_exists(args.workspace):
+            raise
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
+        backend = _backend(args)
     from memframe.tui.app import run_frame
 
-    return run_frame(_backend(args))
+    return run_frame(backend)
 
 
 # --- parser ------------------------------------------------------------------------------

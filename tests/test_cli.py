@@ -162,3 +162,19 @@ def test_python_dash_m_and_light_start_up(memframe_home: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    opened: list[str] = []
+
+    def fake_run_frame(backend) -> int:  # type: ignore[no-untyped-def]
+        opened.append(backend.workspace_id)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    code, _, err = run(capsys, "-w", "fresh")
+    assert code == 0 and "Created local workspace 'fresh'." in err
+    code, _, err = run(capsys, "-w", "fresh")
+    assert code == 0 and "Created" not in err
+    assert opened == ["fresh", "fresh"]
