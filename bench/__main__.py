@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> 
             if name not in stages:
                 return
             log(f"{name}…")
+            gc.collect()  # each stage starts without the last one's garbage waiting to be walked
             at = time.perf_counter()
             made = make()
             figures.extend(made)

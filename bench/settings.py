@@ -17,7 +17,7 @@ class Settings:
     saves: int = 300
     git_commits: int = 60
     fence_writers: int = 8
-    fence_captures_per_writer: int = 60
+    fence_captures_per_writer: int = 150
     floor_inserts: int = 300
     refused_samples: int = 500
     history_revisions: int = 10_000
