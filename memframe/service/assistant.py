@@ -216,11 +216,11 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
 
     def _open_for_recall(self, s: _RecallSnapshot, judged: RecallResult) -> RecallResult:
         try:
-            key = self.key_sessions.resolve(s.key_session_id, s.workspace_id)
+            open_memory = self.key_sessions.memory_opener(s.key_session_id, s.workspace_id)
         except KeySessionUnavailable:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
-            text = crypto.open_sealed(key, s.ciphertext or b"", workspace_id=s.workspace_id, path=MEMORY_PATH)
+            text = open_memory(s.ciphertext or b"")
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():
@@ -232,10 +232,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         answer, a capture, a transcript) and within milliseconds otherwise; see `write_soon`."""
         status, revision = result.status.value, result.revision
         a, conversation = s.admission_id, s.conversation_id
-        self.db.write_soon(
-            (_INSERT_RECEIPT, (a, conversation, status, revision, now)),
-            (_MARK_RECALL, (status, revision, a)),
-        )
+        # The admission row's recall status and revision follow from it (a trigger, migration 0051).
+        self.db.write_soon((_INSERT_RECEIPT, (a, conversation, status, revision, now)))
 
     def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
         """Ids, versions and statuses of every recall in a conversation; never text."""
@@ -297,4 +295,3 @@ _INSERT_RECEIPT = (
     "INSERT INTO memory_recall_receipts (admission_id, conversation_id, status, revision, created_at)"
     " VALUES (?, ?, ?, ?, ?)"
 )
-_MARK_RECALL = "UPDATE workspace_memory_admissions SET recall_status = ?, recall_revision = ? WHERE id = ?"

@@ -373,7 +373,7 @@ def _same_failure(exc: Exception) -> Unavailable:
 
 
 def _statements(sql: str) -> list[str]:
-    """Split a migration file on `;` line ends; our migrations hold no triggers."""
+    """Split a migration file on `;` line ends; a trigger is written on one line."""
     return [s.strip() for s in sql.split(";\n") if s.strip() and not _only_comments(s)]
 
 

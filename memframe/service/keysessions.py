@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from memframe import crypto
 from memframe.core.errors import MemframeError
 from memframe.core.turns import KeySessionInfo
+from memframe.core.types import MEMORY_PATH
 from memframe.service.db import Clock
 
 DEFAULT_IDLE_SECONDS = 30 * 60
@@ -39,6 +42,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
+    memory_opener: Callable[[bytes | None], str] | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
@@ -92,6 +96,17 @@ class KeySessions:
 
     def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
+        return self._touch(session_id, workspace_id).key
+
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[[bytes | None], str]:
+        """`crypto.opener` for the workspace's memory under this session's key, made once per session
+        (recall opens the memory before every model call) and forgotten with the key."""
+        session = self._touch(session_id, workspace_id)
+        if session.memory_opener is None:
+            session.memory_opener = crypto.opener(session.key, workspace_id=workspace_id, path=MEMORY_PATH)
+        return session.memory_opener
+
+    def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
         if not session_id:
             raise KeySessionUnavailable("No key session is open for this conversation.")
         now = self._clock()
@@ -100,7 +115,7 @@ class KeySessions:
             if session is None or session.workspace_id != workspace_id:
                 raise KeySessionUnavailable()
             session.last_used = now
-            return session.key
+            return session
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
         with self._lock:

@@ -255,4 +255,8 @@ def test_a_receipt_commits_before_anything_written_after_its_recall(stage: Stage
 
     stage.person.save("- tea, no sugar\n- green\n", 1)  # the next write of this process
     assert on_disk() == 1
+    with stage.service.db.read() as conn:  # and the admission row records that recall
+        assert conn.execute(
+            "SELECT recall_status, recall_revision FROM workspace_memory_admissions WHERE id = ?", (a.id,)
+        ).fetchone() == ("provided", 1)
     assert [r.status for r in stage.assistant.receipts(LOCAL_USER, "c")] == [RecallStatus.PROVIDED]
