@@ -18,7 +18,8 @@ from memframe.assistant.models import ModelClient, ScriptedModel
 from memframe.assistant.runtime import Runtime
 from memframe.service import MemoryService
 
-ROUTERS = (workspaces.router, files.router, policy.router, assistant.router, automation.router)
+# Matched in this order: the automation routes come early because recall runs before every model call.
+ROUTERS = (workspaces.router, automation.router, files.router, policy.router, assistant.router)
 
 
 def create_app(
