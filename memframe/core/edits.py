@@ -254,9 +254,15 @@ class _Document:
         return line + "\r" if self.eol_cr else line
 
     def matches(self, line: str) -> list[int]:
-        # `_bare(existing) == line`, without a call per line: a validated line never holds "\r".
-        with_cr = line + "\r"
-        return [i for i, existing in enumerate(self.lines) if existing in (line, with_cr)]
+        """Where `_bare(existing) == line`, found with list.count/index (a validated line never
+        holds "\r"): the capture path runs this for every edit, so no Python loop over the lines."""
+        found: list[int] = []
+        for form in (line, line + "\r"):
+            at = -1
+            for _ in range(self.lines.count(form)):
+                at = self.lines.index(form, at + 1)
+                found.append(at)
+        return sorted(found)
 
     def single_match(self, index: int, change: MemoryChange) -> int:
         found = self.matches(change.line)

@@ -142,15 +142,15 @@ class CaptureMixin(AssistantBase):
         expected version (None for a memory never written); a stale base is a VersionConflict."""
         if expected_version < 0:
             raise InvalidInput("The base version cannot be negative.")
-        current, deleted = files.current_state(conn, workspace_id, MEMORY_PATH)
+        head = files.get_current(conn, workspace_id, MEMORY_PATH)
+        current = 0 if head is None else head.info.version
         if expected_version != current:
             raise VersionConflict(current)
-        if current == 0:
+        if head is None:
             return None
-        if deleted:
+        if head.info.operation is Operation.DELETE:
             raise CaptureRefused("The memory was deleted; nothing was written.")
-        stored = files.get_version(conn, workspace_id, MEMORY_PATH, current)
-        return stored.ciphertext or b""
+        return head.ciphertext or b""
 
     def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
         """The current version and text, for turning a refused capture into a proposal against it.

@@ -114,9 +114,14 @@ def check_restorable(conn: sqlite3.Connection, workspace_id: str, path: str, ver
 
 
 def get_current(conn: sqlite3.Connection, workspace_id: str, path: str) -> StoredVersion | None:
-    """The head version (a tombstone for a deleted file), or None if never created."""
-    current, _ = current_state(conn, workspace_id, path)
-    return None if current == 0 else get_version(conn, workspace_id, path, current)
+    """The head version (a tombstone for a deleted file), or None if never created; one statement."""
+    row = conn.execute(
+        f"SELECT {', '.join('v.' + c for c in _INFO_COLUMNS.split(', '))}, v.ciphertext FROM files AS f"
+        " JOIN file_versions AS v ON v.workspace_id = f.workspace_id AND v.path = f.path"
+        " AND v.version = f.current_version WHERE f.workspace_id = ? AND f.path = ?",
+        (workspace_id, path),
+    ).fetchone()
+    return None if row is None else StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
 
 
 def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> StoredVersion:
