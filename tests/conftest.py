@@ -6,7 +6,9 @@ any behaviour difference between backends is a bug.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +18,17 @@ from memframe import crypto
 from memframe.backend.sealed import SealedBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+
+
+def modules_loaded(statements: str, prefixes: Iterable[str]) -> list[str]:
+    """Which modules named by (or under) `prefixes` a fresh interpreter has loaded after `statements`:
+    how the tests keep start-up light."""
+    probe = (
+        f"import sys\n{statements}\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.startswith({tuple(prefixes)!r}))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
 
 
 class FakeClock:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import modules_loaded
 
 ROOT = Path(__file__).resolve().parents[1] / "memframe"
 
@@ -66,11 +66,8 @@ def test_nothing_imports_the_frame() -> None:
 
 
 def test_core_imports_no_io_in_a_fresh_interpreter() -> None:
-    probe = (
-        "import sys, pkgutil, importlib, memframe.core as c\n"
-        "for m in pkgutil.iter_modules(c.__path__): importlib.import_module('memframe.core.' + m.name)\n"
-        "bad = [m for m in ('sqlite3', 'httpx', 'textual', 'fastapi', 'cryptography') if m in sys.modules]\n"
-        "print(bad)\n"
+    every_core_module = (
+        "import pkgutil, importlib, memframe.core as c\n"
+        "for m in pkgutil.iter_modules(c.__path__): importlib.import_module('memframe.core.' + m.name)"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert modules_loaded(every_core_module, ("sqlite3", "httpx", "textual", "fastapi", "cryptography")) == []

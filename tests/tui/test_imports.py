@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import memframe.tui
+from tests.conftest import modules_loaded
 
 TUI = Path(memframe.tui.__file__).parent
 FORBIDDEN = ("memframe.service", "memframe.api", "memframe.assistant")
@@ -36,23 +35,12 @@ def test_tui_sources_import_only_backend_core_and_crypto() -> None:
 
 def test_importing_the_app_pulls_in_no_server_code() -> None:
     """In a fresh interpreter the frame alone loads neither the HTTP API nor the assistant."""
-    code = (
-        "import sys, memframe.tui.app, memframe.tui.screenshots\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('memframe.api', 'memframe.service', "
-        "'memframe.assistant', 'fastapi', 'uvicorn')))\n"
-        "print(','.join(bad))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    server = ("memframe.api", "memframe.service", "memframe.assistant", "fastapi", "uvicorn")
+    assert modules_loaded("import memframe.tui.app, memframe.tui.screenshots", server) == []
 
 
 def test_the_first_paint_loads_only_the_main_screen() -> None:
     """Dialogs, the backend calls and the side screens load when first used, not before the frame is on screen."""
-    code = (
-        "import sys, memframe.tui.app\n"
-        "late = ('memframe.tui.' + m for m in ('dialogs', 'apply', 'calls', 'changes', 'assistant', "
-        "'assistant_calls', 'conversation', 'proposals', 'mode'))\n"
-        "print(','.join(sorted(m for m in late if m in sys.modules)))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    late = ("dialogs", "apply", "calls", "changes", "assistant", "assistant_calls", "conversation", "proposals", "mode")
+    loaded = modules_loaded("import memframe.tui.app", ("memframe.tui.",))
+    assert [m for m in loaded if m.removeprefix("memframe.tui.") in late] == []
