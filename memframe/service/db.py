@@ -190,6 +190,12 @@ class Database:
                 group, self._queue = self._queue, []
             try:
                 self._commit_together(group)
+            except BaseException:  # interrupted (Ctrl-C, exit): the others must not mistake silence for success
+                for each in group:
+                    if each.error is None:
+                        each.result = None
+                        each.error = Unavailable("The memory store was interrupted; this may not have been saved.")
+                raise
             finally:
                 with self._together:
                     for each in group:
@@ -225,7 +231,8 @@ class Database:
                 ticket.error = exc if len(group) == 1 else _same_failure(exc)
 
     def write_soon(self, *statements: tuple[str, Sequence[Any]]) -> None:
-        """Queue small statements to commit soon instead of now, in order.
+        """Queue small statements to commit soon instead of now (each statement's rows in the order
+        queued, run as one `executemany`).
 
         For records a read leaves behind (a recall's receipt): the caller does not wait
         for an fsync, yet the records are durable before anything that follows them in
@@ -275,6 +282,7 @@ class Database:
         if soon:
             with self._soon_lock:
                 self._soon[:0] = soon
+            self._soon_wake.set()  # the background batch tries them again
 
     def _flush_loop(self) -> None:
         while True:
