@@ -31,13 +31,15 @@ def _on_disk(path: Path) -> list[str]:
 
 
 INSERT = "INSERT INTO notes (body) VALUES (?)"
+NOTE = ("notes", ("body",))  # a write_soon row's table and columns
 
 
 def test_a_queued_record_commits_with_the_next_write_and_before_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)  # the background batch never comes in this test
     db = _open(tmp_path / "m.db")
     try:
-        db.write_soon((INSERT, ("receipt 1",)), (INSERT, ("receipt 2",)))
+        db.write_soon(*NOTE, ("receipt 1",))
+        db.write_soon(*NOTE, ("receipt 2",))
         assert _on_disk(tmp_path / "m.db") == []
         with db.write() as conn:
             conn.execute(INSERT, ("answer",))
@@ -50,7 +52,7 @@ def test_a_rolled_back_write_gives_the_queued_records_back(tmp_path: Path, monke
     monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     try:
-        db.write_soon((INSERT, ("receipt",)))
+        db.write_soon(*NOTE, ("receipt",))
         with pytest.raises(RuntimeError), db.write() as conn:
             conn.execute(INSERT, ("half an answer",))
             raise RuntimeError("the caller's batch failed")
@@ -65,7 +67,7 @@ def test_the_background_batch_commits_within_moments(tmp_path: Path) -> None:
     db = _open(tmp_path / "m.db")
     try:
         for n in range(50):
-            db.write_soon((INSERT, (f"receipt {n}",)))
+            db.write_soon(*NOTE, (f"receipt {n}",))
         deadline = time.monotonic() + 10
         while len(_on_disk(tmp_path / "m.db")) < 50 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -77,11 +79,11 @@ def test_the_background_batch_commits_within_moments(tmp_path: Path) -> None:
 def test_close_commits_what_is_queued_and_then_refuses_more(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
-    db.write_soon((INSERT, ("last receipt",)))
+    db.write_soon(*NOTE, ("last receipt",))
     db.close()  # does not wait out the gathering
     assert _on_disk(tmp_path / "m.db") == ["last receipt"]
     with pytest.raises(Unavailable):
-        db.write_soon((INSERT, ("too late",)))
+        db.write_soon(*NOTE, ("too late",))
 
 
 def test_a_record_that_breaks_a_constraint_is_dropped_not_retried_forever(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -90,7 +92,7 @@ def test_a_record_that_breaks_a_constraint_is_dropped_not_retried_forever(tmp_pa
     try:
         with db.write() as conn:
             conn.execute(INSERT, ("taken",))
-        db.write_soon((INSERT, ("taken",)))
+        db.write_soon(*NOTE, ("taken",))
         with db.write() as conn:  # the caller's own batch still commits
             conn.execute(INSERT, ("answer",))
         assert _on_disk(tmp_path / "m.db") == ["taken", "answer"]
@@ -150,5 +152,17 @@ def test_a_storage_failure_fails_the_whole_group_cleanly(tmp_path: Path, monkeyp
         assert _on_disk(tmp_path / "m.db") == []
         assert db.write_together(lambda conn: conn.execute(INSERT, ("next",)).rowcount) == 1
         assert _on_disk(tmp_path / "m.db") == ["next"]
+    finally:
+        db.close()
+
+
+def test_a_long_queue_goes_in_by_chunks_in_order(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    db = _open(tmp_path / "m.db")
+    try:
+        for n in range(450):  # more than two multi-row INSERTs' worth
+            db.write_soon(*NOTE, (f"receipt {n:03d}",))
+        db.flush()
+        assert _on_disk(tmp_path / "m.db") == [f"receipt {n:03d}" for n in range(450)]
     finally:
         db.close()

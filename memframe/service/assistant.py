@@ -233,7 +233,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         status, revision = result.status.value, result.revision
         a, conversation = s.admission_id, s.conversation_id
         # The admission row's recall status and revision follow from it (a trigger, migration 0051).
-        self.db.write_soon((_INSERT_RECEIPT, (a, conversation, status, revision, now)))
+        self.db.write_soon("memory_recall_receipts", _RECEIPT_COLUMNS, (a, conversation, status, revision, now))
 
     def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
         """Ids, versions and statuses of every recall in a conversation; never text."""
@@ -291,7 +291,4 @@ class _RecallSnapshot(NamedTuple):
     ciphertext: bytes | None
 
 
-_INSERT_RECEIPT = (
-    "INSERT INTO memory_recall_receipts (admission_id, conversation_id, status, revision, created_at)"
-    " VALUES (?, ?, ?, ?, ?)"
-)
+_RECEIPT_COLUMNS = ("admission_id", "conversation_id", "status", "revision", "created_at")

@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 #: together, and how long it waits before trying again after the storage failed.
 GATHER_SECONDS = 0.005
 RETRY_SECONDS = 0.5
+#: Rows per multi-row INSERT of queued rows (well under SQLite's limit on bound parameters).
+_ROWS_PER_INSERT = 200
+#: A `write_soon` row: (table, columns, values).
+_SoonRow = tuple[str, tuple[str, ...], Sequence[Any]]
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -88,7 +92,7 @@ class Database:
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
-        self._soon: list[tuple[str, Sequence[Any]]] = []  # write_soon records not yet committed
+        self._soon: list[_SoonRow] = []  # write_soon rows not yet committed
         self._soon_lock = threading.Lock()
         self._soon_wake = threading.Event()
         self._closing = threading.Event()
@@ -147,7 +151,7 @@ class Database:
         """
         with self._lock:
             conn = self._writer
-            soon: list[tuple[str, Sequence[Any]]] = []
+            soon: list[_SoonRow] = []
             try:
                 try:
                     # BEGIN is inside: whatever fails after it started (even BEGIN itself) rolls
@@ -230,22 +234,22 @@ class Database:
                 ticket.result = None
                 ticket.error = exc if len(group) == 1 else _same_failure(exc)
 
-    def write_soon(self, *statements: tuple[str, Sequence[Any]]) -> None:
-        """Queue small statements to commit soon instead of now (each statement's rows in the order
-        queued, run as one `executemany`).
+    def write_soon(self, table: str, columns: tuple[str, ...], row: Sequence[Any]) -> None:
+        """Queue one row to insert soon instead of now.
 
-        For records a read leaves behind (a recall's receipt): the caller does not wait
-        for an fsync, yet the records are durable before anything that follows them in
-        this process, because every `write()` commits the queue first in its own batch;
-        a background batch commits them within a few milliseconds otherwise, and
-        `flush()` or `close()` commits them on demand. Only for statements that cannot
-        conflict: a batch that fails a constraint is dropped with a warning, not retried.
+        For records a read leaves behind (a recall's receipt): the caller does not wait for
+        an fsync, yet the row is durable before anything that follows it in this process,
+        because every `write()` inserts the queue first in its own batch; a background batch
+        inserts it within a few milliseconds otherwise, and `flush()` or `close()` on demand.
+        Rows queued for one table go in with one multi-row INSERT (one statement for a burst
+        of reads, not one each), in the order queued. Only for rows that cannot conflict: a
+        batch that fails a constraint is dropped with a warning, not retried forever.
         """
         with self._soon_lock:
             if self._closed:
                 raise Unavailable("The memory store is closed.")
             wake = not self._soon
-            self._soon.extend(statements)
+            self._soon.append((table, columns, row))
             if self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_loop, name="memframe-write-soon", daemon=True)
                 self._flusher.start()
@@ -258,7 +262,7 @@ class Database:
             with self.write():
                 pass
 
-    def _take_soon(self, conn: sqlite3.Connection) -> list[tuple[str, Sequence[Any]]]:
+    def _take_soon(self, conn: sqlite3.Connection) -> list[_SoonRow]:
         """Run the queued records inside the batch just begun; returned so a rollback can give them back."""
         with self._soon_lock:
             soon, self._soon = self._soon, []
@@ -266,11 +270,17 @@ class Database:
             return soon
         conn.execute("SAVEPOINT soon")
         try:
-            grouped: dict[str, list[Sequence[Any]]] = {}
-            for sql, params in soon:
-                grouped.setdefault(sql, []).append(params)
-            for sql, rows in grouped.items():
-                conn.executemany(sql, rows)
+            grouped: dict[tuple[str, tuple[str, ...]], list[Sequence[Any]]] = {}
+            for table, columns, row in soon:
+                grouped.setdefault((table, columns), []).append(row)
+            for (table, columns), rows in grouped.items():
+                one = "(" + ", ".join("?" * len(columns)) + ")"
+                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                    conn.execute(
+                        f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}",
+                        [value for row in chunk for value in row],
+                    )
         except _NOT_STORAGE_ERRORS as exc:
             conn.execute("ROLLBACK TO soon")
             log.warning("dropped %d queued record(s) that no longer fit the schema: %s", len(soon), type(exc).__name__)
@@ -278,7 +288,7 @@ class Database:
         conn.execute("RELEASE soon")
         return soon
 
-    def _give_back_soon(self, soon: list[tuple[str, Sequence[Any]]]) -> None:
+    def _give_back_soon(self, soon: list[_SoonRow]) -> None:
         if soon:
             with self._soon_lock:
                 self._soon[:0] = soon
