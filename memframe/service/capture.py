@@ -63,10 +63,9 @@ class CaptureMixin(AssistantBase):
         committed_version, committed_hash = row[-2:]
         if committed_version is not None:
             return self._replay(admission, int(committed_version), committed_hash, request_hash)
+        # The key session is resolved immediately before the batch (an evicted or forgotten one fails
+        # here); an explicit revocation is also a durable row, which the fence's predicate reads.
         key = self.key_sessions.resolve(key_session_id, workspace_id)
-        # Revalidate the key session immediately before the batch: the durable revocation
-        # row is read by the predicate itself; this catches an eviction since resolution.
-        self.key_sessions.resolve(key_session_id, workspace_id)
         if self.before_fence_batch is not None:
             self.before_fence_batch()
         now = self.db.clock()
