@@ -16,13 +16,18 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "crypto": {"core"},
     "paths": {"core"},
+    "wire": {"core"},
     "service": {"core", "crypto", "paths"},
-    "api": {"core", "crypto", "paths", "service", "assistant"},
-    "backend": {"core", "crypto", "paths", "service", "api", "assistant"},
-    "assistant": {"core", "crypto", "paths", "service", "api.schemas"},
+    "api": {"core", "crypto", "paths", "service", "assistant", "wire"},
+    "backend": {"core", "crypto", "paths", "service", "assistant", "wire"},
+    "assistant": {"core", "crypto", "paths", "service", "wire"},
     "tui": {"core", "crypto", "paths", "backend", "assistant"},
 }
-FORBIDDEN_THIRD_PARTY = {"core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"}}
+FORBIDDEN_THIRD_PARTY = {
+    "core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"},
+    # The wire format is pydantic models only: both the server and the remote client import it.
+    "wire": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "uvicorn"},
+}
 
 
 def _layer(path: Path) -> str:
@@ -71,3 +76,13 @@ def test_core_imports_no_io_in_a_fresh_interpreter() -> None:
         "for m in pkgutil.iter_modules(c.__path__): importlib.import_module('memframe.core.' + m.name)"
     )
     assert modules_loaded(every_core_module, ("sqlite3", "httpx", "textual", "fastapi", "cryptography")) == []
+
+
+def test_the_wire_format_loads_no_server_or_client_in_a_fresh_interpreter() -> None:
+    """The remote client and the server share `memframe.wire`; reading it starts neither side."""
+    every_wire_module = (
+        "import pkgutil, importlib, memframe.wire as w\n"
+        "for m in pkgutil.iter_modules(w.__path__): importlib.import_module('memframe.wire.' + m.name)"
+    )
+    heavy = ("fastapi", "starlette", "httpx", "sqlite3", "memframe.api", "memframe.service", "memframe.backend")
+    assert modules_loaded(every_wire_module, heavy) == []

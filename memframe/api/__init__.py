@@ -1,8 +1,8 @@
 """The HTTP service: FastAPI routes over `memframe.service`, nothing more.
 
 `create_app(service)` builds the app; `memframe serve` runs it under uvicorn.
-The app is imported lazily, so a client that only reads the wire schemas
-(`memframe.api.schemas`, `memframe.api.assistant_schemas`) never loads FastAPI.
+The request and response bodies live in `memframe.wire`, which both this
+app and the remote client import; the app itself is imported lazily.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path
 
-from memframe.api.assistant_schemas import (
+from memframe.api.deps import Endpoint, Service, User, WorkspaceId
+from memframe.api.responses import error_responses
+from memframe.wire.assistant import (
     AIConsentIn,
     AIConsentOut,
     KeySessionIn,
@@ -26,8 +28,7 @@ from memframe.api.assistant_schemas import (
     TranscriptOut,
     TurnOut,
 )
-from memframe.api.deps import Endpoint, Service, User, WorkspaceId
-from memframe.api.schemas import decode_base64, encode_base64, error_responses
+from memframe.wire.base import decode_base64
 
 router = APIRouter(tags=["assistant"])
 ConversationId = Annotated[str, Path(max_length=100, description="The conversation id, chosen by the client.")]
@@ -35,19 +36,19 @@ ConversationId = Annotated[str, Path(max_length=100, description="The conversati
 
 @router.get("/api/v1/workspaces/{workspace_id}/ai", responses=error_responses(401, 404, 422))
 def get_ai(workspace_id: WorkspaceId, user: User, service: Service) -> AIConsentOut:
-    return AIConsentOut.of(service.assistant.ai_consent(user, workspace_id))
+    return AIConsentOut.model_validate(service.assistant.ai_consent(user, workspace_id))
 
 
 @router.put("/api/v1/workspaces/{workspace_id}/ai", responses=error_responses(401, 404, 422))
 def set_ai(workspace_id: WorkspaceId, body: AIConsentIn, user: User, service: Service) -> AIConsentOut:
     """Enable or disable workspace AI; a change bumps the consent revision."""
-    return AIConsentOut.of(service.assistant.set_ai(user, workspace_id, body.enabled))
+    return AIConsentOut.model_validate(service.assistant.set_ai(user, workspace_id, body.enabled))
 
 
 @router.post("/api/v1/workspaces/{workspace_id}/key-sessions", responses=error_responses(401, 404, 422))
 def open_key_session(workspace_id: WorkspaceId, body: KeySessionIn, user: User, service: Service) -> KeySessionOut:
     """Hand the workspace key to the server's memory for a while; refused if it does not open the memory."""
-    return KeySessionOut.of(service.assistant.open_key_session(user, workspace_id, decode_base64(body.key)))
+    return KeySessionOut.model_validate(service.assistant.open_key_session(user, workspace_id, decode_base64(body.key)))
 
 
 @router.delete("/api/v1/automation/key-sessions/{session_id}", responses=error_responses(401, 404, 422))
@@ -81,13 +82,14 @@ def send_message(
         key_session_id=key_session,
         memory_state=memory_state,
     )
-    return TurnOut.of(result)
+    return TurnOut.model_validate(result)
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/memory-receipts", responses=error_responses(401, 404, 422))
 def receipts(conversation_id: ConversationId, user: User, service: Service) -> ReceiptList:
     """Which revision each model call used, or why memory was withheld: ids, versions, statuses, no text."""
-    return ReceiptList(receipts=[ReceiptOut.of(r) for r in service.assistant.receipts(user, conversation_id)])
+    rows = service.assistant.receipts(user, conversation_id)
+    return ReceiptList(receipts=[ReceiptOut.model_validate(r) for r in rows])
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/transcript", responses=error_responses(401, 404, 422))
@@ -95,14 +97,15 @@ def transcript(conversation_id: ConversationId, user: User, service: Service) ->
     """The stored messages, sealed with the workspace key; the client opens them."""
     rows = service.assistant.transcript(user, conversation_id)
     return TranscriptOut(
-        messages=[SealedMessageOut(role=role, ciphertext=encode_base64(blob) or "") for role, blob in rows]  # type: ignore[arg-type]
+        messages=[SealedMessageOut.model_validate({"role": role, "ciphertext": blob}) for role, blob in rows]
     )
 
 
 @router.get("/api/v1/workspaces/{workspace_id}/memory/proposals", responses=error_responses(401, 404, 422))
 def proposals(workspace_id: WorkspaceId, user: User, service: Service) -> ProposalList:
     """Pending proposals; their edits are sealed, so only a key holder can read them."""
-    return ProposalList(proposals=[ProposalOut.of(p) for p in service.assistant.proposals(user, workspace_id)])
+    rows = service.assistant.proposals(user, workspace_id)
+    return ProposalList(proposals=[ProposalOut.model_validate(p) for p in rows])
 
 
 @router.put(

@@ -12,7 +12,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from memframe.api.assistant_schemas import (
+from memframe.api.deps import Credential, FilePath, Service, WorkspaceId
+from memframe.api.responses import error_responses
+from memframe.wire.assistant import ProposalOut
+from memframe.wire.automation import (
     CaptureIn,
     CaptureOut,
     CurrentMemoryOut,
@@ -22,7 +25,6 @@ from memframe.api.assistant_schemas import (
     DocumentOut,
     HistoryOut,
     MoveIn,
-    ProposalOut,
     ProposeIn,
     RecallOut,
     RestoreIn,
@@ -30,8 +32,8 @@ from memframe.api.assistant_schemas import (
     SearchOut,
     TranscriptIn,
 )
-from memframe.api.deps import Credential, FilePath, Service, WorkspaceId
-from memframe.api.schemas import MAX_NUMBER, VersionOut, error_responses
+from memframe.wire.base import MAX_NUMBER
+from memframe.wire.files import VersionOut
 
 router = APIRouter(prefix="/api/v1/automation/workspaces/{workspace_id}", tags=["automation"])
 BaseVersion = Annotated[int, Header(alias="X-Base-Version", ge=0, le=MAX_NUMBER)]
@@ -55,7 +57,7 @@ async def read_memory(
         out: RecallOut | CurrentMemoryOut = CurrentMemoryOut(version=version, text=text)
     else:
         result = service.assistant.recall(workspace_id, credential)
-        out = RecallOut(status=result.status, revision=result.revision, text=result.text)
+        out = RecallOut.model_validate(result)
     return Response(out.model_dump_json(), media_type="application/json")
 
 
@@ -85,7 +87,7 @@ def propose(workspace_id: WorkspaceId, body: ProposeIn, credential: Credential, 
     record = service.assistant.propose(
         workspace_id, credential, changes=body.changes(), base_version=body.base_version, reason=body.reason
     )
-    return ProposalOut.of(record)
+    return ProposalOut.model_validate(record)
 
 
 @router.get("/transcript", responses=error_responses(401, 404, 409, 422))
@@ -117,7 +119,7 @@ def search_documents(
     q: Annotated[str, Query(min_length=1, max_length=500)],
 ) -> SearchOut:
     hits = service.assistant.search_documents(workspace_id, credential, q)
-    return SearchOut(hits=[SearchHit(path=h.path, version=h.version, snippet=h.snippet) for h in hits])
+    return SearchOut(hits=[SearchHit.model_validate(h) for h in hits])
 
 
 @router.get("/documents/{path:path}", responses=error_responses(401, 403, 404, 409, 422))
@@ -135,25 +137,27 @@ def put_document(
     credential: Credential,
     service: Service,
 ) -> VersionOut:
-    return VersionOut.of(service.assistant.put_document(workspace_id, credential, path, body.text, base_version))
+    info = service.assistant.put_document(workspace_id, credential, path, body.text, base_version)
+    return VersionOut.model_validate(info)
 
 
 @router.delete("/documents/{path:path}", responses=error_responses(401, 403, 404, 409, 422))
 def delete_document(
     workspace_id: WorkspaceId, path: FilePath, base_version: BaseVersion, credential: Credential, service: Service
 ) -> VersionOut:
-    return VersionOut.of(service.assistant.delete_document(workspace_id, credential, path, base_version))
+    return VersionOut.model_validate(service.assistant.delete_document(workspace_id, credential, path, base_version))
 
 
 @router.post("/documents/move", responses=error_responses(401, 403, 404, 409, 422))
 def move_document(workspace_id: WorkspaceId, body: MoveIn, credential: Credential, service: Service) -> VersionOut:
     """Both the source and the target are checked against the reserved namespace."""
     info = service.assistant.move_document(workspace_id, credential, body.source, body.target, body.base_version)
-    return VersionOut.of(info)
+    return VersionOut.model_validate(info)
 
 
 @router.post("/documents/restore", responses=error_responses(401, 403, 404, 409, 422))
 def restore_document(
     workspace_id: WorkspaceId, body: RestoreIn, credential: Credential, service: Service
 ) -> VersionOut:
-    return VersionOut.of(service.assistant.restore_document(workspace_id, credential, body.path, body.base_version))
+    info = service.assistant.restore_document(workspace_id, credential, body.path, body.base_version)
+    return VersionOut.model_validate(info)

@@ -20,17 +20,10 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Path, Query
 
 from memframe.api.deps import FilePath, Service, User, WorkspaceId
-from memframe.api.schemas import (
-    MAX_NUMBER,
-    FileEntry,
-    FileList,
-    PutFileIn,
-    StoredVersionOut,
-    VersionOut,
-    VersionPage,
-    error_responses,
-)
+from memframe.api.responses import error_responses
 from memframe.core.errors import FileNotFound
+from memframe.wire.base import MAX_NUMBER
+from memframe.wire.files import FileEntry, FileList, PutFileIn, StoredVersionOut, VersionOut, VersionPage
 
 router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}", tags=["files"])
 
@@ -70,7 +63,7 @@ def get_file(workspace_id: WorkspaceId, path: FilePath, user: User, service: Ser
     stored = service.get_file(user, workspace_id, path)
     if stored is None:
         raise FileNotFound(f"There is no file {path!r} yet (version 0).")
-    return StoredVersionOut.of_stored(stored)
+    return StoredVersionOut.model_validate(stored)
 
 
 @router.put("/files/{path:path}", responses=error_responses(401, 404, 409, 413, 422))
@@ -99,7 +92,7 @@ def put_file(
         restored_from=body.restored_from,
         revive=revive,
     )
-    return VersionOut.of(info)
+    return VersionOut.model_validate(info)
 
 
 @router.delete("/files/{path:path}", responses=error_responses(401, 404, 409, 422))
@@ -107,7 +100,7 @@ def delete_file(
     workspace_id: WorkspaceId, path: FilePath, base_version: BaseVersion, user: User, service: Service
 ) -> VersionOut:
     """Write a tombstone version; history stays and the text of older revisions remains readable."""
-    return VersionOut.of(service.delete_file(user, workspace_id, path, base_version))
+    return VersionOut.model_validate(service.delete_file(user, workspace_id, path, base_version))
 
 
 @router.get("/history/{path:path}", responses=error_responses(401, 404, 422))
@@ -122,7 +115,7 @@ def list_versions(
     """Version metadata, newest first, one page; nothing is decrypted or sent but metadata."""
     rows = service.list_versions(user, workspace_id, path, limit=limit, before=before)
     next_before = rows[-1].version if len(rows) == limit and rows[-1].version > 1 else None
-    return VersionPage(versions=[VersionOut.of(r) for r in rows], next_before=next_before)
+    return VersionPage(versions=[VersionOut.model_validate(r) for r in rows], next_before=next_before)
 
 
 @router.get("/revisions/{version}/{path:path}", responses=error_responses(401, 404, 422))
@@ -134,4 +127,4 @@ def get_version(
     service: Service,
 ) -> StoredVersionOut:
     """One revision's metadata and ciphertext."""
-    return StoredVersionOut.of_stored(service.get_version(user, workspace_id, path, version))
+    return StoredVersionOut.model_validate(service.get_version(user, workspace_id, path, version))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from memframe.api.deps import Service, User, WorkspaceId
-from memframe.api.schemas import PolicyIn, PolicyOut, error_responses
+from memframe.api.responses import error_responses
+from memframe.wire.files import PolicyIn, PolicyOut
 
 router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}/memory", tags=["memory policy"])
 
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}/memory", tags=["mem
 @router.get("/policy", responses=error_responses(401, 404, 422))
 def get_policy(workspace_id: WorkspaceId, user: User, service: Service) -> PolicyOut:
     """The mode, its revision and the Clear generation; no row reads as Read only, 0, 0."""
-    return PolicyOut.of(service.get_policy(user, workspace_id))
+    return PolicyOut.model_validate(service.get_policy(user, workspace_id))
 
 
 @router.put("/policy", responses=error_responses(401, 404, 409, 413, 422))
@@ -26,4 +27,4 @@ def set_policy(workspace_id: WorkspaceId, body: PolicyIn, user: User, service: S
 
     Choosing the mode that is already set is not a change and bumps nothing.
     """
-    return PolicyOut.of(service.set_policy(user, workspace_id, body.mode, body.expected_revision))
+    return PolicyOut.model_validate(service.set_policy(user, workspace_id, body.mode, body.expected_revision))

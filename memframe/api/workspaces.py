@@ -6,7 +6,9 @@ from fastapi import APIRouter
 
 from memframe import __version__
 from memframe.api.deps import Service, User
-from memframe.api.schemas import Health, WorkspaceEntry, WorkspaceList, error_responses
+from memframe.api.responses import error_responses
+from memframe.wire.base import Health
+from memframe.wire.files import WorkspaceEntry, WorkspaceList
 
 router = APIRouter(tags=["workspaces"])
 

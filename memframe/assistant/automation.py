@@ -2,8 +2,10 @@
 
 The runtime holds no key and no person's token: each call presents the turn's
 delivery credential (and, for writes, the key session the turn was admitted
-with). `InProcessAutomation` calls the service directly; the HTTP client for a
-remote service speaks the `/api/v1/automation/...` routes with the same shapes.
+with). `InProcessAutomation` calls the service directly: the runtime runs
+beside the service (in the server, or in `LocalBackend`). The same promises
+are open to anything outside over HTTP as the `/api/v1/automation/...` routes
+(`memframe.api.automation`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,8 @@ from typing import Protocol
 
 from memframe.core.edits import MemoryChange
 from memframe.core.turns import CaptureReceipt, ProposalRecord, RecallResult
-from memframe.core.types import VersionInfo
+from memframe.core.types import DocumentHit, VersionInfo
 from memframe.service import MemoryService
-from memframe.service.documents import DocumentHit
 
 
 class Automation(Protocol):

@@ -15,7 +15,6 @@ token.
 from __future__ import annotations
 
 import base64
-import binascii
 import functools
 import re
 import ssl
@@ -27,15 +26,6 @@ import httpx
 from pydantic import BaseModel
 
 from memframe import __version__
-from memframe.api.assistant_schemas import (
-    AIConsentOut,
-    KeySessionOut,
-    ProposalList,
-    ReceiptList,
-    TranscriptOut,
-    TurnOut,
-)
-from memframe.api.schemas import VersionOut
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.errors import (
@@ -50,6 +40,8 @@ from memframe.core.errors import (
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
+from memframe.wire.assistant import AIConsentOut, KeySessionOut, ProposalList, ReceiptList, TranscriptOut, TurnOut
+from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, VersionOut, VersionPage
 
 DEFAULT_TIMEOUT = 10.0
 #: A send runs a whole Assistant turn (several model calls) before it answers.
@@ -216,17 +208,11 @@ class RemoteStore:
         if before is not None:
             params["before"] = before
         payload = self._request("GET", self._file_url("history", path), params=params)
-        rows = payload.get("versions") if isinstance(payload, dict) else None
-        if not isinstance(rows, list):
-            raise _not_understood(self)
-        return [_info(row, self) for row in rows]
+        return [row.to_info() for row in _read(VersionPage, payload, self).versions]
 
     def list_files(self) -> list[tuple[str, int, bool]]:
         payload = self._request("GET", f"{self._prefix}/files")
-        try:
-            return [(str(f["path"]), int(f["version"]), bool(f["deleted"])) for f in payload["files"]]
-        except (KeyError, TypeError, ValueError):
-            raise _not_understood(self) from None
+        return [(f.path, f.version, f.deleted) for f in _read(FileList, payload, self).files]
 
     def get_version(self, path: str, version: int) -> StoredVersion:
         return _stored(self._request("GET", self._file_url(f"revisions/{int(version)}", path)), self)
@@ -256,8 +242,8 @@ class RemoteStore:
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         body = {"key": base64.b64encode(key).decode("ascii")}
-        out = _read(KeySessionOut, self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body), self)
-        return KeySessionInfo(out.id, out.workspace_id, "", 0.0, out.expires_at, out.idle_timeout)
+        payload = self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body)
+        return _read(KeySessionOut, payload, self).to_info()
 
     def revoke_key_session(self, session_id: str) -> None:
         self._request("DELETE", f"api/v1/automation/key-sessions/{quote(session_id, safe='')}", write=True)
@@ -288,10 +274,7 @@ class RemoteStore:
 
     def receipts(self, conversation_id: str) -> list[Receipt]:
         payload = self._request("GET", self._assistant_url(conversation_id, "memory-receipts"))
-        return [
-            Receipt(r.admission_id, r.call_index, r.status, r.revision, r.created_at)
-            for r in _read(ReceiptList, payload, self).receipts
-        ]
+        return [r.to_receipt() for r in _read(ReceiptList, payload, self).receipts]
 
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
         payload = self._request("GET", self._assistant_url(conversation_id, "transcript"))
@@ -311,7 +294,7 @@ class RemoteStore:
             self._client.close()
 
 
-# --- reading the wire format (memframe.api.schemas is the server's side of it) -------------
+# --- reading the wire format (memframe.wire: the server answers with the same models) ---------
 
 
 def _not_understood(store: RemoteStore) -> Unavailable:
@@ -323,14 +306,7 @@ def _info(data: Any, store: RemoteStore) -> VersionInfo:
 
 
 def _stored(data: Any, store: RemoteStore) -> StoredVersion:
-    info = _info(data, store)
-    blob = data.get("ciphertext")
-    if blob is None:
-        return StoredVersion(info, None)
-    try:
-        return StoredVersion(info, base64.b64decode(str(blob), validate=True))
-    except (binascii.Error, ValueError):
-        raise _not_understood(store) from None
+    return _read(StoredVersionOut, data, store).to_stored()
 
 
 def _read(model: type[_Model], data: Any, store: RemoteStore) -> _Model:
@@ -342,10 +318,7 @@ def _read(model: type[_Model], data: Any, store: RemoteStore) -> _Model:
 
 
 def _policy(data: Any, store: RemoteStore) -> Policy:
-    try:
-        return Policy(Mode(data["mode"]), int(data["revision"]), int(data["clearGeneration"]))
-    except (KeyError, TypeError, ValueError):
-        raise _not_understood(store) from None
+    return _read(PolicyOut, data, store).to_core(Policy)
 
 
 class RemoteBackend(SealedBackend):

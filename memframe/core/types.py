@@ -115,6 +115,15 @@ class StoredVersion:
 
 
 @dataclass(frozen=True)
+class DocumentHit:
+    """One note that matched a search: where, at which version, and the matching line (cut to 200 characters)."""
+
+    path: str
+    version: int
+    snippet: str
+
+
+@dataclass(frozen=True)
 class MemoryDocument:
     """The decrypted current memory as a client sees it.
 

@@ -10,23 +10,15 @@ automatic way in. Listing and search never show the namespace.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
 from memframe import crypto
 from memframe.core.errors import InvalidInput, NotFound
 from memframe.core.namespace import is_reserved, validate_document_path
-from memframe.core.types import Author, Operation, VersionInfo
+from memframe.core.types import Author, DocumentHit, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.admissions import AssistantBase
 
 SEARCH_LIMIT = 20
-
-
-@dataclass(frozen=True)
-class DocumentHit:
-    path: str
-    version: int
-    snippet: str
 
 
 class DocumentsMixin(AssistantBase):

@@ -1,4 +1,4 @@
-"""The automation routes over HTTP: a runtime apart from the service, and the namespace fence."""
+"""The automation routes over HTTP: recall and capture behind the fence, credentials, the namespace fence."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from memframe.assistant.http_automation import HttpAutomation
-from memframe.assistant.memory_tool import TurnContext
-from memframe.assistant.models import ScriptedModel
-from memframe.assistant.runtime import Runtime
 from memframe.core.types import Mode, RecallStatus
 from memframe.service.admissions import Admission
 from tests.assistant.conftest import Stage
@@ -34,28 +30,40 @@ def http(transport: PortalASGITransport) -> Iterator[httpx.Client]:
         yield client
 
 
-def ctx(a: Admission) -> TurnContext:
-    return TurnContext(a.workspace_id, a.conversation_id, a.id, a.credential, a.mode, a.key_session_id)
-
-
-def test_a_runtime_over_http_sees_memory_and_captures_behind_the_fence(
-    stage: Stage, transport: PortalASGITransport
-) -> None:
+def test_the_memory_routes_recall_capture_and_propose_behind_the_fence(stage: Stage, http: httpx.Client) -> None:
+    """The automation memory routes end to end: what a runtime apart from the service would speak."""
     stage.person.save("# Memory\n- likes tea\n", 0)
     stage.set_mode(Mode.AUTO)
-    automation = HttpAutomation(BASE, transport=transport)
-    model = ScriptedModel()
-    runtime = Runtime(automation, model)
-    result = runtime.run_turn(ctx(stage.admit()), "remember: - likes scones")
-    assert result.remembered and stage.person.load().text == "# Memory\n- likes tea\n- likes scones\n"
-    assert "- likes tea" in model.seen[0]
+    root = "/api/v1/automation/workspaces/ws"
+    edits = [{"op": "add", "line": "- likes scones"}]
+
+    def capture(a: Admission, expected: int) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {a.credential}", "Idempotency-Key": f"memory:{a.id}"}
+        headers["X-Key-Session"] = stage.key_session
+        return http.put(f"{root}/memory", headers=headers, json={"edits": edits, "expectedVersion": expected})
+
+    admitted = stage.admit()
+    auth = {"Authorization": f"Bearer {admitted.credential}"}
+    recall = http.get(f"{root}/memory", headers=auth)
+    assert recall.json() == {"status": "provided", "revision": 1, "text": "# Memory\n- likes tea\n"}
+    first = capture(admitted, 1)
+    assert (first.status_code, first.json()) == (200, {"admissionId": admitted.id, "version": 2, "replayed": False})
+    assert stage.person.load().text == "# Memory\n- likes tea\n- likes scones\n"
+    assert capture(admitted, 1).json() == {"admissionId": admitted.id, "version": 2, "replayed": True}
+
     stage.set_mode(Mode.READ_ONLY)
-    result = runtime.run_turn(ctx(stage.admit()), "remember: - likes jam")
-    assert result.outcomes[0].kind == "proposed"
-    retired = stage.admit()
-    stage.set_mode(Mode.AUTO)  # the admission was taken in Read only: the fence refuses a commit
-    assert runtime.run_turn(ctx(retired), "hi").calls[0].status is RecallStatus.PROVIDED
-    automation.close()
+    read_only = stage.admit()
+    refused = capture(read_only, 2)
+    assert (refused.status_code, refused.json()["error"]) == (409, "fence_refused")
+    auth = {"Authorization": f"Bearer {read_only.credential}"}
+    body = {"edits": [{"op": "add", "line": "- likes jam"}], "baseVersion": 2, "reason": "read_only"}
+    proposal = http.post(f"{root}/memory/proposals", headers=auth, json=body)
+    assert proposal.status_code == 200 and proposal.json()["status"] == "pending"
+
+    stage.set_mode(Mode.AUTO)  # the admission was taken in Read only: the fence still refuses a commit
+    assert http.get(f"{root}/memory", headers=auth).json()["status"] == RecallStatus.PROVIDED
+    assert capture(read_only, 2).status_code == 409
+    assert stage.person.load().text == "# Memory\n- likes tea\n- likes scones\n"
 
 
 def test_automation_needs_a_delivery_credential(stage: Stage, http: httpx.Client) -> None:
