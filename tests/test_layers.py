@@ -15,12 +15,13 @@ ROOT = Path(__file__).resolve().parents[1] / "memframe"
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "crypto": {"core"},
-    "paths": {"core"},
+    "settings": {"core"},
+    "paths": {"core", "settings"},
     "service": {"core", "crypto", "paths"},
     "api": {"core", "crypto", "paths", "service", "assistant"},
-    "backend": {"core", "crypto", "paths", "service", "api", "assistant"},
+    "backend": {"core", "crypto", "paths", "settings", "service", "api", "assistant"},
     "assistant": {"core", "crypto", "paths", "service", "api.schemas"},
-    "tui": {"core", "crypto", "paths", "backend", "assistant"},
+    "tui": {"core", "crypto", "paths", "settings", "backend", "assistant"},
 }
 FORBIDDEN_THIRD_PARTY = {"core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"}}
 
