@@ -252,8 +252,12 @@ def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type,
         if name not in known:
             raise _invalid(path, f"unknown setting {prefix}{name} (known: {', '.join(prefix + k for k in known)})")
         types, wanted = known[name]
-        number = types != (bool,) and isinstance(value, bool)  # TOML true is not a number of tokens
-        if number or not isinstance(value, types) or (wanted.startswith("a positive") and value <= 0):
+        stray_bool = isinstance(value, bool) and types != (bool,)  # TOML true is no number of tokens
+        if (
+            stray_bool
+            or not isinstance(value, types)
+            or (isinstance(value, (int, float)) and wanted.startswith("a positive") and value <= 0)
+        ):
             raise _invalid(path, f"{prefix}{name} must be {wanted}, not {value!r}")
 
 

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from memframe.backend.sealed import SealedBackend
 
     PassphrasePrompt = Callable[[str], str]
+
+
 def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
     from memframe import settings
 
