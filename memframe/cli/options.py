@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[argparse.Namespace], int]
 
-SCRIPTED_MODEL = "(default: the built-in scripted model, which quotes the memory it was given)"
-
 
 def workspace_options(settings: Settings) -> argparse.ArgumentParser:
     """A parent parser with --workspace, --remote and --token."""
@@ -47,8 +45,8 @@ def add_model_options(parser: argparse.ArgumentParser, settings: Settings, *, pu
     parser.add_argument(
         "--model-url",
         default=settings.model_url,
-        help=f"{purpose} OpenAI-compatible model server, e.g. http://127.0.0.1:8080/v1 "
-        f"(default: the config file's [model] url) {SCRIPTED_MODEL}",
+        help=f"{purpose} OpenAI-compatible model server, e.g. http://127.0.0.1:8080/v1 (default: the config "
+        "file's [model] url, else the built-in scripted model, which quotes the memory it was given)",
     )
     parser.add_argument(
         "--model",
