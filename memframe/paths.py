@@ -7,21 +7,17 @@ home). The local embedded workspace database and the key files sit there.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-DEFAULT_WORKSPACE = "default"
 _WORKSPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def home() -> Path:
-    override = os.environ.get("MEMFRAME_HOME")
-    if override:
-        return Path(override).expanduser()
-    from platformdirs import user_data_dir
+    """The home folder, as `memframe.settings` reads it (`$MEMFRAME_HOME` or the user data directory)."""
+    from memframe import settings
 
-    return Path(user_data_dir("memframe", appauthor=False))
+    return settings.current().home
 
 
 def local_database() -> Path:

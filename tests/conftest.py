@@ -49,7 +49,7 @@ def memframe_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own MEMFRAME_HOME; nothing touches a real home."""
     home = tmp_path / "home"
     monkeypatch.setenv("MEMFRAME_HOME", str(home))
-    for var in ("MEMFRAME_URL", "MEMFRAME_TOKEN", "MEMFRAME_WORKSPACE", "MEMFRAME_PASSPHRASE"):
+    for var in ("MEMFRAME_URL", "MEMFRAME_TOKEN", "MEMFRAME_WORKSPACE", "MEMFRAME_PASSPHRASE", "MEMFRAME_CONFIG"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from memframe import cli, cli_history, paths
+from memframe import cli, paths
 from memframe.backend.sealed import SealedBackend
 from memframe.backend.workspaces import open_backend
 from memframe.cli import EXIT_ERROR, main
+from memframe.cli import history as cli_history
 from memframe.service import reads as local_read
 from tests.conftest import World
 

@@ -15,13 +15,14 @@ ROOT = Path(__file__).resolve().parents[1] / "memframe"
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "crypto": {"core"},
-    "paths": {"core"},
+    "settings": {"core"},
+    "paths": {"core", "settings"},
     "wire": {"core"},
     "service": {"core", "crypto", "paths"},
     "api": {"core", "crypto", "paths", "service", "assistant", "wire"},
-    "backend": {"core", "crypto", "paths", "service", "assistant", "wire"},
+    "backend": {"core", "crypto", "paths", "settings", "service", "assistant", "wire"},
     "assistant": {"core", "crypto", "paths", "service", "wire"},
-    "tui": {"core", "crypto", "paths", "backend", "assistant"},
+    "tui": {"core", "crypto", "paths", "settings", "backend", "assistant"},
 }
 FORBIDDEN_THIRD_PARTY = {
     "core": {"sqlite3", "httpx", "textual", "fastapi", "starlette", "cryptography"},

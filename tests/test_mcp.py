@@ -32,7 +32,8 @@ from mcp.client.stdio import StdioServerParameters
 from memframe.core.errors import CaptureRefused, InvalidInput, NamespaceReserved, NotFound, VersionConflict
 from memframe.core.turns import AIConsent, CallRecord, TurnResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
-from memframe.mcp_server import TOOL_NAMES, NoteTools, build_server
+from memframe.mcp.server import build_server
+from memframe.mcp.tools import TOOL_NAMES, NoteTools
 from tests.assistant.test_documents import SPELLINGS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,6 @@ which backend" is decided once.
 
 from __future__ import annotations
 
-import os
-
 from memframe import crypto, paths
 
 # Light to import: `memframe history -p` reads keys through here on its short path, so the
@@ -21,11 +19,12 @@ if TYPE_CHECKING:
     from memframe.backend.sealed import SealedBackend
 
     PassphrasePrompt = Callable[[str], str]
-PASSPHRASE_ENV = "MEMFRAME_PASSPHRASE"
 
 
 def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
-    value = os.environ.get(PASSPHRASE_ENV)
+    from memframe import settings
+
+    value = settings.current().passphrase  # $MEMFRAME_PASSPHRASE
     if value:
         return value
     if prompt is None:

@@ -183,6 +183,15 @@ def withheld_reason(status: RecallStatus) -> str:
     return _REASONS[status]
 
 
+def receipt_line(status: RecallStatus, revision: int | None, call: int) -> str:
+    """One model call's receipt as a person reads it (`call` counts from 1): the CLI and MCP say it alike."""
+    if status is RecallStatus.PROVIDED:
+        return f"memory: revision {revision} was provided to call {call}"
+    if status.withheld:
+        return f"memory: not provided to call {call} because {withheld_reason(status)}"
+    return f"memory: nothing added to call {call} ({status.value})"
+
+
 def recall_status_for_text(text: str) -> RecallStatus:
     """What the text alone allows; callers record this status on the receipt before rendering."""
     if not text.strip():

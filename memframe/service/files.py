@@ -154,17 +154,6 @@ def get_versions(
     return [found[v] for v in versions]
 
 
-def version_size(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> int:
-    """A revision's plaintext size, from its metadata (the ciphertext is not read)."""
-    row = conn.execute(
-        "SELECT size FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
-        (workspace_id, path, version),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"There is no revision {version}.")
-    return int(row[0])
-
-
 def list_versions(
     conn: sqlite3.Connection, workspace_id: str, path: str, *, limit: int, before: int | None
 ) -> list[VersionInfo]:

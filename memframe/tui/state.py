@@ -16,6 +16,7 @@ from memframe.backend.save_state import SaveState
 from memframe.core.errors import EditRefused, MemframeError, VersionConflict
 from memframe.core.turns import Proposal
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
+from memframe.core.wording import CLEAR_BOUNDARY
 
 
 class WriteKind(enum.StrEnum):
@@ -199,10 +200,7 @@ def _success(outcome: WriteOutcome) -> str:
     kind = outcome.request.kind
     if kind is WriteKind.CLEAR:
         generation = "" if outcome.policy is None else f"; clear generation is now {outcome.policy.clear_generation}"
-        return (
-            f"Cleared: version {version} is empty{generation}. Older automatic work is fenced; "
-            "conversation history is not deleted."
-        )
+        return f"Cleared: version {version} is empty{generation}. {CLEAR_BOUNDARY}"
     if kind is WriteKind.UNDO:
         return f"Restored revision {outcome.request.revision} as version {version}."
     if kind is WriteKind.APPLY:

@@ -6,7 +6,6 @@ same fact the same way and tests can check the wording directly.
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -14,16 +13,11 @@ from rich.text import Text
 
 from memframe.core.diffs import unified_diff
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Operation, VersionInfo
+from memframe.settings import current as current_settings
 
 OVERSIZED_EXPLANATION = (
     f"Memory over {MEMORY_RECALL_MAX_BYTES:,} bytes is kept intact, but it is not given to the Assistant, "
     "and automatic capture is refused until it is shortened."
-)
-
-CLEAR_BOUNDARY = (
-    "Clear empties the canonical saved memory and fences older automatic work: "
-    "captures admitted before the Clear are refused. It does not delete conversation history; "
-    "an open conversation can still see what was said earlier."
 )
 
 
@@ -89,9 +83,9 @@ def short_location(location: str) -> str:
     if "://" in location:
         return location
     path = Path(location)
-    override = os.environ.get("MEMFRAME_HOME")
-    if override and path.is_relative_to(Path(override).expanduser()):
-        return str(Path("$MEMFRAME_HOME") / path.relative_to(Path(override).expanduser()))
+    current = current_settings()
+    if current.home_from_env and path.is_relative_to(current.home):
+        return str(Path("$MEMFRAME_HOME") / path.relative_to(current.home))
     home = Path.home()
     if path.is_relative_to(home):
         return str(Path("~") / path.relative_to(home))

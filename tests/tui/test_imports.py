@@ -10,7 +10,7 @@ from tests.conftest import modules_loaded
 
 TUI = Path(memframe.tui.__file__).parent
 FORBIDDEN = ("memframe.service", "memframe.api", "memframe.assistant")
-ALLOWED = ("memframe.tui", "memframe.backend", "memframe.core", "memframe.crypto")
+ALLOWED = ("memframe.tui", "memframe.backend", "memframe.core", "memframe.crypto", "memframe.settings")
 
 
 def _imports(path: Path) -> list[str]:

@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Static
 
+from memframe.core.wording import CLEAR_BOUNDARY
 from memframe.tui.text import human_size
 
 
@@ -37,11 +38,7 @@ class ConfirmClear(ModalScreen[bool]):
             else:
                 first = "• The memory was never saved; Clear writes an empty first revision.\n"
             yield Static(
-                first + "• Older automatic work is fenced: anything the Assistant was admitted to capture before "
-                "this Clear is refused.\n"
-                "• Conversation history is NOT deleted: an open conversation can still see what was said "
-                "earlier.\n"
-                "• If someone writes first, nothing is cleared and you are asked again."
+                first + f"• {CLEAR_BOUNDARY}\n• If someone writes first, nothing is cleared and you are asked again."
             )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Clear memory", id="clear", variant="error")

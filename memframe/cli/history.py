@@ -14,10 +14,9 @@ bound) goes the full way, so the output and every error are the full CLI's.
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 
+from memframe.cli.output import when
 from memframe.core.diffs import unified_diff_text
 
 TYPE_CHECKING = False
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from memframe.service.reads import Revision
 
 _OPTIONS = {"--limit": "limit", "--before": "before", "-w": "workspace", "--workspace": "workspace"}
-_PAGE_DEFAULT = 50
+PAGE_DEFAULT = 50
 #: The service's bound on a page of history (`files.list_versions`); a longer one gets its error.
 MAX_PAGE = 1000
 
@@ -36,7 +35,10 @@ MAX_PAGE = 1000
 def plain_request(argv: Sequence[str]) -> tuple[str, int, int | None] | None:
     """(workspace, limit, before) when `argv` (after `history`) is a plain `-p` on the local
     workspace that argparse would read the same way; None for anything else."""
-    if os.environ.get("MEMFRAME_URL"):
+    from memframe import settings
+
+    current = settings.current()  # the full CLI's defaults too: a bad config file is its one error line
+    if current.remote_url:
         return None
     values: dict[str, str] = {}
     patch = False
@@ -56,13 +58,13 @@ def plain_request(argv: Sequence[str]) -> tuple[str, int, int | None] | None:
     if not patch:
         return None
     try:  # as the full CLI's `--limit` and `--before` read them: int(), then at least 1
-        limit = int(values.get("limit", _PAGE_DEFAULT))
+        limit = int(values.get("limit", PAGE_DEFAULT))
         before = int(values["before"]) if "before" in values else None
     except ValueError:
         return None
     if not 1 <= limit <= MAX_PAGE or (before is not None and before < 1):
         return None
-    return values.get("workspace") or os.environ.get("MEMFRAME_WORKSPACE", "default"), limit, before
+    return values.get("workspace") or current.workspace, limit, before
 
 
 def patch_local(
@@ -125,11 +127,6 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
         out.append("\n")
         newer = older
     return "".join(out).encode()
-
-
-def when(ts: float) -> str:
-    """A moment as the CLI shows it: local time to the second."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 def write_out(data: bytes) -> None:

@@ -15,24 +15,23 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import signal
 import socket
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memframe.cli.options import Handler, add_model_options, model_client
+from memframe.cli.output import when
+from memframe.settings import Settings
+
 if TYPE_CHECKING:
     from memframe.service import MemoryService
 
-DB_ENV = "MEMFRAME_DB"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-Handler = Callable[[argparse.Namespace], int]
 
 
 def _err(line: str) -> None:
@@ -42,16 +41,15 @@ def _err(line: str) -> None:
 # --- the database ------------------------------------------------------------------------
 
 
-def _db_parent() -> argparse.ArgumentParser:
+def _db_parent(settings: Settings) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
-    default = os.environ.get(DB_ENV) or None
     parent.add_argument(
         "--db",
         type=Path,
-        default=default,
-        required=default is None,
+        default=settings.db,
+        required=settings.db is None,
         metavar="PATH",
-        help=f"the server's SQLite database (default: ${DB_ENV})",
+        help="the server's SQLite database (default: $MEMFRAME_DB)",
     )
     return parent
 
@@ -71,10 +69,6 @@ def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[Memo
         yield service
     finally:
         service.close()
-
-
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
 
 
 # --- serve -------------------------------------------------------------------------------
@@ -156,13 +150,8 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
-    model = None
-    if args.model_url:
-        from memframe.assistant.models import OpenAIChatModel
-
-        model = OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
     config = uvicorn.Config(
-        create_app(service, model=model),
+        create_app(service, model=model_client(args)),
         lifespan="off",
         log_level=args.log_level,
         access_log=True,  # method, path and status only: bodies are never logged
@@ -245,8 +234,8 @@ def cmd_token_list(args: argparse.Namespace) -> int:
         return 0
     print(f"{'id':12}  {'user':16}  {'created':19}  {'state':27}  label")
     for t in tokens:
-        state = "active" if t.revoked_at is None else f"revoked {_when(t.revoked_at)}"
-        print(f"{t.id:12}  {t.user_id[:16]:16}  {_when(t.created_at)}  {state:27}  {t.label}")
+        state = "active" if t.revoked_at is None else f"revoked {when(t.revoked_at)}"
+        print(f"{t.id:12}  {t.user_id[:16]:16}  {when(t.created_at)}  {state:27}  {t.label}")
     return 0
 
 
@@ -306,13 +295,13 @@ def cmd_member_list(args: argparse.Namespace) -> int:
 # --- parser ------------------------------------------------------------------------------
 
 
-def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
+def register(subparsers: Any, settings: Settings) -> None:
     """Add `serve` and `admin` to the memframe command.
 
-    `common` (workspace, --remote, --token) is not used: these commands act on a
-    server's database directly, never through a workspace client.
+    They take no workspace options (--workspace, --remote, --token): these
+    commands act on a server's database directly, never through a workspace client.
     """
-    db = _db_parent()
+    db = _db_parent(settings)
 
     serve = subparsers.add_parser(
         "serve",
@@ -323,12 +312,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    serve.add_argument(
-        "--model-url",
-        help="the Assistant's OpenAI-compatible model server, e.g. http://127.0.0.1:8080/v1 "
-        "(default: the built-in scripted model, which quotes the memory it was given)",
-    )
-    serve.add_argument("--model", default="default", help="the model name to ask the model server for")
+    add_model_options(serve, settings, purpose="the Assistant's")
     serve.set_defaults(handler=cmd_serve)
 
     admin = subparsers.add_parser(

@@ -1,0 +1,132 @@
+"""The `memframe` command: the frame by default, and every operation for scripts.
+
+Start-up stays light: this package imports only `sys` at the top (it is the
+console script's entry point); each command imports what it needs (argparse
+once the command line is parsed, Textual only for the frame, FastAPI only for
+the server), and a plain `history -p` on a local workspace takes a short path
+before argparse (`memframe.cli.history`).
+
+One module per command group: `memory` (init, show, save, history, diff, undo,
+clear, mode, the frame), `keys`, `assistant` (ai, chat, receipts, proposals),
+`server` (serve, admin) and `mcp`; `options` holds the options they share and
+`output` the wording they share. Defaults come from `memframe.settings`.
+
+Every failure a person can cause prints one clear line on stderr and exits
+with one of the codes below; argparse's own usage errors exit 2, as argparse does.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+
+    from memframe.settings import Settings
+
+#: A failure a person can cause: bad input, a missing workspace or key, a server that cannot be reached.
+EXIT_ERROR = 1
+#: Someone else wrote first (a version or policy conflict): the message names the server's version.
+EXIT_CONFLICT = 3
+#: Ctrl+C: nothing more was written.
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: parse the command line, run the command, return its exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "history":
+        code = _history_patch_short(argv[1:])
+        if code is not None:
+            return code
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv = ["frame", *argv]
+    if argv[0] == "--version":
+        from memframe import __version__
+
+        print(f"memframe {__version__}")
+        return 0
+    parsed: list[argparse.Namespace] = []
+    # Building the parser reads the settings: a bad config file is one line, like any other failure.
+    code = _guarded(lambda: parsed.append(build_parser().parse_args(argv)))
+    if not parsed:
+        return EXIT_ERROR if code is None else code
+    return run(parsed[0])
+
+
+def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
+    """The whole command line; option defaults come from `settings` (default: the current ones)."""
+    import argparse
+
+    from memframe import settings as settings_module
+    from memframe.cli import assistant, keys, mcp, memory, server
+    from memframe.cli.options import workspace_options
+
+    current = settings_module.current() if settings is None else settings
+    common = workspace_options(current)
+    parser = argparse.ArgumentParser(
+        prog="memframe",
+        description="A small, lasting, human-editable memory for an AI assistant.",
+    )
+    parser.set_defaults(settings=current)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    memory.register(sub, common)
+    keys.register(sub, common)
+    assistant.register(sub, common, current)
+    server.register(sub, current)
+    mcp.register(sub, common, current)  # `mcp`: notes + Assistant for MCP clients
+    return parser
+
+
+def _history_patch_short(argv: list[str]) -> int | None:
+    """`history -p` on a local workspace before argparse, the service or the backends are imported
+    (see `memframe.cli.history`); None when the command line or the workspace needs the full CLI."""
+    import gc
+
+    collecting = gc.isenabled()
+    gc.disable()  # nothing here makes reference cycles: spare the collector its passes over every module
+    try:
+        from memframe.cli import history
+
+        def short() -> int | None:
+            plain = history.plain_request(argv)
+            if plain is None:
+                return None
+            from memframe.cli.output import prompt
+
+            return history.patch_local(*plain, prompt=prompt)
+
+        return _guarded(short)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed command line's handler under the one error policy."""
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    code = _guarded(lambda: handler(args))
+    return EXIT_ERROR if code is None else code
+
+
+def _guarded(command: Callable[[], int | None]) -> int | None:
+    """Run a command; every failure a person can cause becomes one line on stderr and an exit code."""
+    try:
+        return command()
+    except KeyboardInterrupt:
+        print("memframe: interrupted; nothing more was written.", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        from memframe.core.errors import MemframeError, PolicyConflict, VersionConflict
+
+        if isinstance(exc, (VersionConflict, PolicyConflict)):
+            print(f"memframe: {exc}", file=sys.stderr)
+            return EXIT_CONFLICT
+        if isinstance(exc, MemframeError):
+            print(f"memframe: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        raise

@@ -1,0 +1,66 @@
+"""`memframe key export|import`: pass a workspace key between members, passphrase-wrapped, never via a server."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from memframe.cli.options import add_command
+from memframe.cli.output import out, prompt
+
+
+def new_passphrase() -> str:
+    """A new passphrase, asked twice on the terminal; scripts set the variable instead."""
+    from memframe.core.errors import InvalidInput
+
+    if not sys.stdin.isatty():
+        raise InvalidInput("No terminal to ask for a passphrase: set MEMFRAME_PASSPHRASE.")
+    import getpass
+
+    first = getpass.getpass("New passphrase: ")
+    if not first:
+        raise InvalidInput("An empty passphrase protects nothing; nothing was created.")
+    if getpass.getpass("Repeat passphrase: ") != first:
+        raise InvalidInput("The passphrases differ; nothing was created.")
+    return first
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memframe import crypto
+    from memframe.backend.workspaces import load_key, write_key
+
+    if args.key_command == "export":
+        key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
+        passphrase = args.settings.export_passphrase or new_passphrase()
+        crypto.write_private_file(Path(args.file), crypto.encode_key_file(key, args.workspace, passphrase))
+        out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
+        out(f"Fingerprint {crypto.key_fingerprint(key)}: the importer should see the same.")
+        return 0
+    raw = _read_bytes(args.file)
+    passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
+    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}")
+    path = write_key(key, args.workspace, remote_url=args.remote, overwrite=args.force)
+    out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {crypto.key_fingerprint(key)}).")
+    return 0
+
+
+def _read_bytes(source: str) -> bytes:
+    from pathlib import Path
+
+    from memframe.core.errors import InvalidInput
+
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {source}: {exc.strerror}.") from None
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add `key` to the memframe command."""
+    p = add_command(sub, common, "key", cmd_key, "export or import a workspace key (passphrase-wrapped)")
+    p.add_argument("key_command", choices=["export", "import"])
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--force", action="store_true", help="import over an existing key")

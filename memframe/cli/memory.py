@@ -1,0 +1,217 @@
+"""The memory commands: init, show, save, history, diff, undo, clear, mode, and the frame itself."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from memframe.cli import history as fast_history
+from memframe.cli.options import add_command, open_workspace, positive, version
+from memframe.cli.output import out, size_line, when
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from memframe.backend.workspaces import init_local_workspace, write_key
+    from memframe.cli.keys import new_passphrase
+
+    passphrase = None
+    if args.passphrase:
+        passphrase = args.settings.passphrase or new_passphrase()
+    if args.remote:
+        from memframe import crypto
+
+        reached = _remote_probe(args)
+        path = write_key(crypto.new_key(), args.workspace, remote_url=args.remote, passphrase=passphrase)
+        out(f"Workspace {args.workspace!r} on {reached}: key created at {path} (mode 0600).")
+        out("The key stays on this machine; share it with 'memframe key export'.")
+        return 0
+    path = init_local_workspace(args.workspace, passphrase=passphrase)
+    out(f"Created local workspace {args.workspace!r}; its key is at {path} (mode 0600).")
+    return 0
+
+
+def _remote_probe(args: argparse.Namespace) -> str:
+    """Before making a key for a server's workspace, check the workspace is reachable."""
+    from memframe.backend.remote import RemoteStore
+
+    store = RemoteStore(args.remote, args.token, args.workspace)
+    try:
+        store.get_policy()
+    finally:
+        store.close()
+    return str(args.remote)
+
+
+def _read_text(source: str) -> str:
+    from pathlib import Path
+
+    from memframe.core.errors import InvalidInput
+
+    try:
+        raw = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read {source}: {exc.strerror}.") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(
+            f"{'Standard input' if source == '-' else source} is not UTF-8 text; nothing was saved."
+        ) from None
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    backend = open_workspace(args)
+    try:
+        doc = backend.load()
+        policy = backend.get_policy()
+    finally:
+        backend.close()
+    if args.text_only:
+        sys.stdout.write(doc.text)
+        return 0
+    out(f"workspace {backend.workspace_id} · {backend.location}")
+    state = "never saved" if doc.version == 0 else f"version {doc.version}"
+    if doc.deleted:
+        state += " (deleted)"
+    out(f"{state} · {size_line(doc.size)}")
+    out(f"mode {policy.mode.label} (policy revision {policy.revision}, clear generation {policy.clear_generation})")
+    out("─" * 40)
+    if doc.text:
+        sys.stdout.write(doc.text if doc.text.endswith("\n") else doc.text + "\n")
+    else:
+        out("(the memory is empty — edit it with 'memframe' or 'memframe save FILE --base N')")
+    return 0
+
+
+def cmd_save(args: argparse.Namespace) -> int:
+    text = _read_text(args.file)
+    backend = open_workspace(args)
+    try:
+        info = backend.save(text, args.base)
+    finally:
+        backend.close()
+    out(f"Saved version {info.version} ({size_line(info.size)}).")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    backend = open_workspace(args)
+    try:
+        if args.patch:
+            patch = fast_history.patch_backend(backend, args.limit, args.before)
+        else:
+            rows = backend.history(limit=args.limit, before=args.before)
+    finally:
+        backend.close()
+    if args.patch:
+        fast_history.write_out(patch)
+        return 0
+    if not rows:
+        out("No revisions yet.")
+        return 0
+    out(f"{'version':>7}  {'time':19}  {'author':9}  {'by':12}  {'operation':9}  {'size':>7}")
+    for r in rows:
+        op = r.operation.value + (f" of {r.restored_from}" if r.restored_from else "")
+        out(f"{r.version:>7}  {when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  {op:9}  {r.size:>7}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from memframe.core.diffs import unified_diff_text
+
+    backend = open_workspace(args)
+    try:
+        b = args.b if args.b is not None else backend.load().version
+        diff = unified_diff_text(
+            backend.read_revision(args.a), backend.read_revision(b), f"revision {args.a}", f"revision {b}"
+        )
+    finally:
+        backend.close()
+    sys.stdout.write(diff)
+    if not diff:
+        out(f"Revisions {args.a} and {b} have the same text.")
+    return 0
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    backend = open_workspace(args)
+    try:
+        info = backend.undo(args.revision, args.base)
+    finally:
+        backend.close()
+    out(f"Restored revision {args.revision}'s text as version {info.version}.")
+    return 0
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    from memframe.core.wording import CLEAR_BOUNDARY
+
+    backend = open_workspace(args)
+    try:
+        info = backend.clear(args.base)
+        policy = backend.get_policy()
+    finally:
+        backend.close()
+    out(f"Cleared: version {info.version} is empty; clear generation is now {policy.clear_generation}.")
+    out(CLEAR_BOUNDARY)
+    return 0
+
+
+def cmd_mode(args: argparse.Namespace) -> int:
+    from memframe.core.types import Mode
+
+    backend = open_workspace(args)
+    try:
+        policy = backend.get_policy()
+        if args.mode is not None:
+            expected = args.expected_revision if args.expected_revision is not None else policy.revision
+            policy = backend.set_policy(Mode.parse(args.mode), expected)
+    finally:
+        backend.close()
+    out(f"{policy.mode.label} (policy revision {policy.revision}): {policy.mode.explanation}")
+    return 0
+
+
+def cmd_frame(args: argparse.Namespace) -> int:
+    from memframe.backend.workspaces import init_local_workspace, local_workspace_exists
+    from memframe.core.errors import NotFound
+
+    try:  # the usual case opens the database once; only a missing local workspace looks twice
+        backend = open_workspace(args)
+    except NotFound:
+        if args.remote or local_workspace_exists(args.workspace):
+            raise
+        init_local_workspace(args.workspace)
+        print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
+        backend = open_workspace(args)
+    from memframe.tui.app import run_frame
+
+    return run_frame(backend)
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add the frame and the memory commands to the memframe command."""
+    add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    p = add_command(sub, common, "init", cmd_init, "create a workspace and its key")
+    p.add_argument("--passphrase", action="store_true", help="wrap the key file with a passphrase")
+    p = add_command(sub, common, "show", cmd_show, "print the current memory, its version and size")
+    p.add_argument("--text-only", action="store_true", help="print only the memory text")
+    p = add_command(sub, common, "save", cmd_save, "save a file (or - for stdin) as a new revision")
+    p.add_argument("file", metavar="FILE|-")
+    p.add_argument("--base", type=version, required=True, help="the version you edited (0 = create-only)")
+    p = add_command(sub, common, "history", cmd_history, "list revisions, newest first")
+    p.add_argument("--limit", type=positive, default=fast_history.PAGE_DEFAULT)
+    p.add_argument("--before", type=positive, default=None, help="start below this version")
+    p.add_argument("-p", "--patch", action="store_true", help="show each revision's diff")
+    p = add_command(sub, common, "diff", cmd_diff, "unified diff between two revisions")
+    p.add_argument("a", type=positive, metavar="A")
+    p.add_argument("b", type=positive, metavar="B", nargs="?", help="default: the current version")
+    p = add_command(sub, common, "undo", cmd_undo, "restore revision N's text as a new revision")
+    p.add_argument("revision", type=positive, metavar="N")
+    p.add_argument("--base", type=version, required=True, help="the current version")
+    p = add_command(sub, common, "clear", cmd_clear, "empty the memory and fence older automatic work")
+    p.add_argument("--base", type=version, required=True, help="the current version")
+    p = add_command(sub, common, "mode", cmd_mode, "show or change the mode: off, read-only or auto")
+    p.add_argument("mode", nargs="?", choices=["off", "read-only", "read_only", "auto"])
+    p.add_argument("--expected-revision", type=version, default=None)

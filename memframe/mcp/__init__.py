@@ -1,0 +1,1 @@
+"""`memframe mcp`'s server: tools without an `mcp` import (`tools`) and the stdio server (`server`)."""

@@ -1,0 +1,267 @@
+"""Every setting memframe reads, from one place: the environment and one config file.
+
+Precedence, highest first: a command-line option (the CLI uses these values as
+its defaults), then a `MEMFRAME_*` environment variable, then the config file,
+then the built-in default. The environment variables:
+
+| variable | what it sets |
+| --- | --- |
+| `MEMFRAME_HOME` | the home folder (database, keys; tests always set it) |
+| `MEMFRAME_CONFIG` | the config file (default: `config.toml` in `$MEMFRAME_HOME`, else the user's config directory) |
+| `MEMFRAME_WORKSPACE` | the workspace name |
+| `MEMFRAME_URL`, `MEMFRAME_TOKEN` | a memframe server and its bearer token |
+| `MEMFRAME_PASSPHRASE` | the passphrase of a wrapped key file |
+| `MEMFRAME_EXPORT_PASSPHRASE` | the passphrase for `memframe key export` / `import` |
+| `MEMFRAME_DB` | the server's database for `memframe serve` / `admin` |
+| `MEMFRAME_MODEL_KEY` | the API key sent to an OpenAI-compatible model server |
+
+The config file keeps what a person would keep (TOML; every key optional)::
+
+    workspace = "notes"          # the default workspace
+    theme = "textual-dark"
+    [keymap]                     # binding id -> keys
+    save = "ctrl+s"
+    [model]
+    url = "http://127.0.0.1:8080/v1"
+    name = "gemma-3-270m"
+    max_tokens = 512
+    timeout = 60
+    tool_choice = "auto"
+    system_as_user = false
+
+Secrets (tokens, passphrases, API keys) come only from the environment, never
+from the file. A file memframe cannot read or understand is one `InvalidInput`
+line naming the file and the problem.
+
+Start-up stays light: this module imports only `os` and `types` at the top (the
+fast `history -p` path loads it), TOML is parsed only when the file exists, and
+`Settings` is a hand-written frozen record because `dataclasses` would import
+`inspect` on that path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import MappingProxyType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+CONFIG_NAME = "config.toml"
+DEFAULT_WORKSPACE = "default"
+DEFAULT_MODEL_NAME = "default"
+
+
+class Settings:
+    """What memframe runs with, resolved once from the environment and the config file; frozen.
+
+    - `home`: where the database and key files live; `home_from_env` says it came from `$MEMFRAME_HOME`.
+    - `config_file`: the config file looked at (it may not exist).
+    - `workspace`: the default workspace name.
+    - `remote_url`, `token`: a memframe server and its bearer token (None: the local embedded workspace).
+    - `passphrase`, `export_passphrase`: passphrases for wrapped key files (environment only).
+    - `db`: the server's database for `serve` and `admin` (None: `--db` is required).
+    - `model_url`, `model_name`, `model_key`: an OpenAI-compatible model server, the model to ask it
+      for, and its API key (None url: the built-in scripted model).
+    - `model_max_tokens`, `model_timeout`, `model_tool_choice`, `model_system_as_user`: how to call that
+      model; None leaves the model client's own default.
+    - `theme`, `keymap`: the frame's look and its key bindings (binding id -> keys).
+    """
+
+    __slots__ = (
+        "config_file",
+        "db",
+        "export_passphrase",
+        "home",
+        "home_from_env",
+        "keymap",
+        "model_key",
+        "model_max_tokens",
+        "model_name",
+        "model_system_as_user",
+        "model_timeout",
+        "model_tool_choice",
+        "model_url",
+        "passphrase",
+        "remote_url",
+        "theme",
+        "token",
+        "workspace",
+    )
+
+    home: Path
+    home_from_env: bool
+    config_file: Path
+    workspace: str
+    remote_url: str | None
+    token: str | None
+    passphrase: str | None
+    export_passphrase: str | None
+    db: Path | None
+    model_url: str | None
+    model_name: str
+    model_key: str | None
+    model_max_tokens: int | None
+    model_timeout: float | None
+    model_tool_choice: str | None
+    model_system_as_user: bool | None
+    theme: str | None
+    keymap: Mapping[str, str]
+
+    def __init__(self, **values: Any) -> None:
+        unknown = set(values) - set(self.__slots__)
+        missing = set(self.__slots__) - set(values)
+        if unknown or missing:
+            raise TypeError(f"Settings: unknown {sorted(unknown)}, missing {sorted(missing)}")
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Settings are frozen; cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # keymap is a mapping
+
+    def __repr__(self) -> str:
+        secret = {"token", "passphrase", "export_passphrase", "model_key"}
+        shown = (f"{n}={'***' if n in secret and getattr(self, n) else repr(getattr(self, n))}" for n in self.__slots__)
+        return f"Settings({', '.join(shown)})"
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    """`$MEMFRAME_CONFIG`, else `config.toml` in `$MEMFRAME_HOME`, else in the user's config directory."""
+    named = environ.get("MEMFRAME_CONFIG")
+    if named:
+        return Path(named).expanduser()
+    home = environ.get("MEMFRAME_HOME")
+    if home:
+        return Path(home).expanduser() / CONFIG_NAME
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir("memframe", appauthor=False)) / CONFIG_NAME
+
+
+def load(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the environment (default `os.environ`) and the config file it points at, once."""
+    env = os.environ if environ is None else environ
+    config_file = config_path(env)
+    file = _read_file(config_file, required=bool(env.get("MEMFRAME_CONFIG")))
+    model: dict[str, Any] = file.get("model", {})
+    home_env = env.get("MEMFRAME_HOME")
+    if home_env:
+        home = Path(home_env).expanduser()
+    else:
+        from platformdirs import user_data_dir
+
+        home = Path(user_data_dir("memframe", appauthor=False))
+    db = env.get("MEMFRAME_DB")
+    return Settings(
+        home=home,
+        home_from_env=bool(home_env),
+        config_file=config_file,
+        workspace=env.get("MEMFRAME_WORKSPACE") or file.get("workspace") or DEFAULT_WORKSPACE,
+        remote_url=env.get("MEMFRAME_URL") or None,
+        token=env.get("MEMFRAME_TOKEN") or None,
+        passphrase=env.get("MEMFRAME_PASSPHRASE") or None,
+        export_passphrase=env.get("MEMFRAME_EXPORT_PASSPHRASE") or None,
+        db=Path(db) if db else None,
+        model_url=model.get("url"),
+        model_name=model.get("name", DEFAULT_MODEL_NAME),
+        model_key=env.get("MEMFRAME_MODEL_KEY") or None,
+        model_max_tokens=model.get("max_tokens"),
+        model_timeout=model.get("timeout"),
+        model_tool_choice=model.get("tool_choice"),
+        model_system_as_user=model.get("system_as_user"),
+        theme=file.get("theme"),
+        keymap=MappingProxyType(dict(file.get("keymap", {}))),
+    )
+
+
+_cache: tuple[tuple[object, ...], Settings] | None = None
+
+
+def current() -> Settings:
+    """`load()` for this process, read again only when a `MEMFRAME_*` variable or the file changes
+    (tests change the environment between calls; a long-running frame sees an edited file)."""
+    global _cache
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFRAME_")))
+    try:
+        stamp: object = config_path(os.environ).stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    key = (env, stamp)
+    if _cache is None or _cache[0] != key:
+        _cache = (key, load())
+    return _cache[1]
+
+
+# --- the config file ---------------------------------------------------------------------------
+
+#: key -> (type, what a value must be); a table of keys nests another such mapping.
+_MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "url": ((str,), "a URL string"),
+    "name": ((str,), "a string"),
+    "max_tokens": ((int,), "a positive whole number"),
+    "timeout": ((int, float), "a positive number of seconds"),
+    "tool_choice": ((str,), 'a string such as "auto"'),
+    "system_as_user": ((bool,), "true or false"),
+}
+_TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
+    "workspace": ((str,), "a workspace name"),
+    "theme": ((str,), "a theme name"),
+    "keymap": ((dict,), "a table of binding id = keys"),
+    "model": ((dict,), "a table"),
+}
+
+
+def _read_file(path: Path, *, required: bool) -> dict[str, Any]:
+    """The file's settings, checked; {} when there is no file (unless `$MEMFRAME_CONFIG` named it)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if not required:
+            return {}
+        raise _invalid(path, "there is no such file ($MEMFRAME_CONFIG names it)") from None
+    except OSError as exc:
+        raise _invalid(path, f"cannot read it ({exc.strerror})") from None
+    import tomllib
+
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise _invalid(path, "it is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _invalid(path, f"it is not valid TOML ({exc})") from None
+    _check(path, data, _TOP_KEYS, "")
+    _check(path, data.get("model", {}), _MODEL_KEYS, "model.")
+    for binding, keys in data.get("keymap", {}).items():
+        if not isinstance(keys, str) or not keys:
+            raise _invalid(path, f'keymap.{binding} must be keys as a string, e.g. "ctrl+s"')
+    return data
+
+
+def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
+    for name, value in table.items():
+        if name not in known:
+            raise _invalid(path, f"unknown setting {prefix}{name} (known: {', '.join(prefix + k for k in known)})")
+        types, wanted = known[name]
+        stray_bool = isinstance(value, bool) and types != (bool,)  # TOML true is no number of tokens
+        if (
+            stray_bool
+            or not isinstance(value, types)
+            or (isinstance(value, (int, float)) and wanted.startswith("a positive") and value <= 0)
+        ):
+            raise _invalid(path, f"{prefix}{name} must be {wanted}, not {value!r}")
+
+
+def _invalid(path: Path, problem: str) -> Exception:
+    from memframe.core.errors import InvalidInput
+
+    return InvalidInput(f"The config file {path} is not usable: {problem}.")
