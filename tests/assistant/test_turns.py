@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -158,31 +157,11 @@ def test_a_proposal_whose_target_changed_is_a_conflict(svc: MemoryService, key: 
     assert b.proposals() == []
 
 
-class CountingAutomation:
-    """The runtime's Automation, counting requests by route, so a test can prove a refusal made none."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
-            return attr(*args, **kwargs)
-
-        return call
-
-
-def test_off_does_nothing_and_makes_no_memory_request(svc: MemoryService, key: bytes) -> None:
+def test_off_does_nothing_and_makes_no_memory_request(svc: MemoryService, key: bytes, counted_automation: None) -> None:
     b = person(svc, key)
     b.save("# Memory\n", 0)
     b.set_policy(Mode.OFF, 0)
-    runtime = b.store.endpoint.runtime  # type: ignore[attr-defined]
-    automation = runtime.automation = CountingAutomation(runtime.automation)
+    automation = b.store.endpoint.runtime.automation  # type: ignore[attr-defined]
     result = b.send("c", "remember: - nope")
     assert result.outcomes[0].kind == "off" and not result.remembered
     assert automation.calls["recall"] == 2  # one per model call
