@@ -37,7 +37,7 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix memframe tests bench
 
 screenshots: $(STAMP)
-	$(BIN)/python -m memframe.tui.screenshots screenshots
+	$(BIN)/python -m tests.tui.screenshots screenshots
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -10,7 +10,6 @@ are open to anything outside over HTTP as the `/api/v1/automation/...` routes
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -84,15 +83,8 @@ class InProcessAutomation:
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service
-        #: Requests by route, so tests can prove a refusal made no request.
-        self.calls: Counter[str] = Counter()
-
-    @property
-    def requests(self) -> int:
-        return sum(self.calls.values())
 
     def recall(self, workspace_id: str, credential: str) -> RecallResult:
-        self.calls["recall"] += 1
         return self.service.assistant.recall(workspace_id, credential)
 
     def commit_memory(
@@ -105,7 +97,6 @@ class InProcessAutomation:
         changes: Sequence[MemoryChange],
         expected_version: int,
     ) -> CaptureReceipt:
-        self.calls["commit_memory"] += 1
         return self.service.assistant.commit_capture(
             workspace_id,
             credential,
@@ -116,7 +107,6 @@ class InProcessAutomation:
         )
 
     def current_memory(self, workspace_id: str, credential: str) -> tuple[int, str]:
-        self.calls["current_memory"] += 1
         return self.service.assistant.current_memory(workspace_id, credential)
 
     def propose(
@@ -128,31 +118,24 @@ class InProcessAutomation:
         base_version: int,
         reason: str,
     ) -> ProposalRecord:
-        self.calls["propose"] += 1
         return self.service.assistant.propose(
             workspace_id, credential, changes=changes, base_version=base_version, reason=reason
         )
 
     def append_transcript(self, workspace_id: str, credential: str, role: str, content: str) -> None:
-        self.calls["append_transcript"] += 1
         self.service.assistant.append_transcript(workspace_id, credential, role, content)
 
     def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
-        self.calls["conversation_history"] += 1
         return self.service.assistant.conversation_history(workspace_id, credential)
 
     def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
-        self.calls["list_documents"] += 1
         return self.service.assistant.list_documents(workspace_id, credential)
 
     def search_documents(self, workspace_id: str, credential: str, query: str) -> list[DocumentHit]:
-        self.calls["search_documents"] += 1
         return self.service.assistant.search_documents(workspace_id, credential, query)
 
     def read_document(self, workspace_id: str, credential: str, path: str) -> tuple[int, str]:
-        self.calls["read_document"] += 1
         return self.service.assistant.read_document(workspace_id, credential, path)
 
     def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
-        self.calls["put_document"] += 1
         return self.service.assistant.put_document(workspace_id, credential, path, text, base_version)

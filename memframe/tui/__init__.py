@@ -2,23 +2,26 @@
 
 Layout, so the folder reads as the architecture:
 
-    app.py          the thin App, the app factory (CLI, snapshot tests, screenshots) and run_frame
+    app.py          the thin App: the app factory (CLI, snapshot tests, screenshots), run_frame, and the
+                    routes from the side screens' messages to the main screen's flows
+    flows.py        every flow that writes or replaces the text (load, Save, Reload, Clear, Undo, Mode, Quit,
+                    apply a proposal, catch up), behind the narrow FlowHost protocol the main screen implements
     state.py        DocumentState: draft, base version, dirty flag, in-flight write (no Textual)
     calls.py        backend calls as run on worker threads, each returning an outcome (no Textual)
-    messages.py     the messages that carry those outcomes back to the UI
-    text.py         diffs, sizes, times and locations as people read them (no Textual)
-    memory.py       the main screen: editor, status, and the Save / Clear / Undo / Reload / Quit flows
-    editor.py       the Markdown editor with its rendered preview
-    status.py       the status bar, the size meter and the oversized warning
-    mode.py         the mode switcher (compare-and-set on the policy revision)
-    changes.py      the Changes screen: revisions page by page, diffs, Undo; opens at a given revision
-    apply.py        the main screen's flows for the Assistant's changes: apply a proposal, catch up
-    conversation.py this session's conversation and how receipts and tool outcomes are worded (no Textual)
     assistant_calls.py  sends, AI switch and proposal previews as run on worker threads (no Textual)
-    assistant.py    the Assistant pane: send, answers with their receipts, Changes at a revision, AI on/off
-    proposals.py    the Proposals screen: pending proposals with their diffs; Apply (a Save) or Dismiss
+    conversation.py this session's conversation and how receipts and tool outcomes are worded (no Textual)
+    messages.py     the messages that carry worker outcomes back to the UI
+    text.py         diffs, sizes, times and locations as people read them (no Textual)
+    screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, Undo),
+                    assistant.py (the Assistant pane), proposals.py (Apply or Dismiss), mode.py (the switcher)
+    widgets/        editor.py (the Markdown editor with its preview), status.py (status bar, size meter)
     dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views
-    screenshots.py  `python -m memframe.tui.screenshots DIR`: SVGs of the main states
+    memframe.tcss   the frame's styles
+
+Side screens talk to the main screen only by message (`ProposalsScreen.Apply`,
+`AssistantScreen.CatchUp`, …); no module of the frame imports another in a
+circle (tests/tui/test_imports.py). The screenshot command lives with the tests
+(`python -m tests.tui.screenshots DIR`), since its scenarios are the snapshot tests'.
 
 The frame talks to nothing but a `memframe.backend.base.Backend`.
 """

@@ -1,8 +1,9 @@
 """The Memory frame's App: thin on purpose.
 
 It builds the shared `DocumentState`, shows the main screen, routes Quit
-through the main screen's "settle the draft first" flow, and offers every
-binding in the command palette. The CLI, the snapshot tests and the
+through the main screen's "settle the draft first" flow, routes what the side
+screens ask for (their messages bubble up here) to the main screen's flows, and
+offers every binding in the command palette. The CLI, the snapshot tests and the
 screenshot command all build it with `build_app`, so what is tested is what
 people run.
 """
@@ -13,7 +14,7 @@ import gc
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -21,8 +22,12 @@ from textual.screen import Screen
 
 from memframe.backend.base import Backend
 from memframe.backend.save_state import SaveState
-from memframe.tui.memory import MemoryScreen
+from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
+
+if TYPE_CHECKING:  # the side screens load when first opened; only their messages' names are used here
+    from memframe.tui.screens.assistant import AssistantScreen
+    from memframe.tui.screens.proposals import ProposalsScreen
 
 Clock = Callable[[], float]
 
@@ -64,6 +69,24 @@ class MemoryFrameApp(App[int]):
             if isinstance(screen, MemoryScreen):
                 return screen
         return None
+
+    # --- what the side screens ask for, routed to the main screen's flows ----------------------
+
+    def on_proposals_screen_apply(self, message: ProposalsScreen.Apply) -> None:
+        if (screen := self.memory_screen) is not None:
+            screen.apply_proposal(message.proposal, message.reply)
+
+    def on_assistant_screen_catch_up(self, message: AssistantScreen.CatchUp) -> None:
+        if (screen := self.memory_screen) is not None:
+            screen.catch_up(message.version)
+
+    def on_assistant_screen_open_changes(self, message: AssistantScreen.OpenChanges) -> None:
+        if (screen := self.memory_screen) is not None:
+            screen.open_changes(at=message.at)
+
+    def on_assistant_screen_open_proposals(self) -> None:
+        if (screen := self.memory_screen) is not None:
+            screen.action_proposals()
 
     async def action_quit(self) -> None:
         """Quit never drops a draft silently: the main screen settles it first."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +72,33 @@ def stage(tmp_path: Path, clock: FakeClock) -> Iterator[Stage]:
     session = service.assistant.open_key_session(LOCAL_USER, "ws", key)
     yield Stage(service, clock, key, person, session.id)
     service.close()
+
+
+class CountingAutomation:
+    """An Automation that counts requests by route before passing them on, so a test can prove a
+    refusal made no request. Test scaffolding: the shipped InProcessAutomation counts nothing."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def counted_automation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every local backend's Assistant runtime made in this test runs on a CountingAutomation
+    (`backend.store.endpoint.runtime.automation.calls`)."""
+    from memframe.assistant import automation
+
+    real = automation.InProcessAutomation
+    monkeypatch.setattr(automation, "InProcessAutomation", lambda service: CountingAutomation(real(service)))

@@ -112,7 +112,7 @@ def backend(stage: Stage, model: Any) -> LocalBackend:
 
 
 @pytest.mark.parametrize("tool", ["read_document", "create_note", "propose_edit"])
-def test_tools_refuse_the_namespace_without_a_request(stage: Stage, tool: str) -> None:
+def test_tools_refuse_the_namespace_without_a_request(stage: Stage, tool: str, counted_automation: None) -> None:
     stage.person.save("the memory text ZEPHYR\n", 0)
     stage.set_mode(Mode.OFF)
     args = {"path": ".ZUDOTEXT/memory/MEMORY.md", "text": "x", "find": "ZEPHYR", "replace": "y"}

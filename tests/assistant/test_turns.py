@@ -157,7 +157,7 @@ def test_a_proposal_whose_target_changed_is_a_conflict(svc: MemoryService, key: 
     assert b.proposals() == []
 
 
-def test_off_does_nothing_and_makes_no_memory_request(svc: MemoryService, key: bytes) -> None:
+def test_off_does_nothing_and_makes_no_memory_request(svc: MemoryService, key: bytes, counted_automation: None) -> None:
     b = person(svc, key)
     b.save("# Memory\n", 0)
     b.set_policy(Mode.OFF, 0)

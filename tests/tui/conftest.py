@@ -22,8 +22,8 @@ from memframe.core.errors import Unauthorized
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.tui.app import MemoryFrameApp
-from memframe.tui.screenshots import SIZE, Outage, Stage, settle
 from tests.conftest import FakeClock
+from tests.tui.scenarios import SIZE, Outage, Stage, settle
 
 WORKSPACE = "default"
 

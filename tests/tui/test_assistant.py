@@ -15,11 +15,11 @@ from textual.widgets import Input, Static
 from memframe.core.errors import CaptureRefused, Unavailable
 from memframe.core.types import Mode, RecallStatus
 from memframe.tui.app import build_app
-from memframe.tui.assistant import AssistantScreen, ExchangeItem
-from memframe.tui.changes import ChangesScreen
 from memframe.tui.dialogs import ConflictScreen
-from memframe.tui.screenshots import Stage, ask, settle
+from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
+from memframe.tui.screens.changes import ChangesScreen
 from tests.tui.conftest import drive
+from tests.tui.scenarios import Stage, ask, settle
 from tests.tui.test_flows import append, main_screen
 
 TEXT = "# Memory\n- Aiko prefers short answers.\n"

@@ -13,12 +13,12 @@ from textual.widgets import Markdown
 
 from memframe.core.types import Mode, Operation
 from memframe.tui.app import build_app
-from memframe.tui.changes import LINES_CACHED, ChangesScreen, RevisionTable
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
-from memframe.tui.memory import MemoryScreen
-from memframe.tui.mode import ModeSwitcher
-from memframe.tui.screenshots import Stage, settle
+from memframe.tui.screens.changes import LINES_CACHED, ChangesScreen, RevisionTable
+from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.screens.mode import ModeSwitcher
 from tests.tui.conftest import Gate, Refusing, drive
+from tests.tui.scenarios import Stage, settle
 
 TEXT = "# Memory\n- Aiko prefers short answers.\n"
 

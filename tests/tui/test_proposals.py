@@ -12,9 +12,9 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
-from memframe.tui.proposals import ProposalsScreen
-from memframe.tui.screenshots import Stage, settle
+from memframe.tui.screens.proposals import ProposalsScreen
 from tests.tui.conftest import drive
+from tests.tui.scenarios import Stage, settle
 from tests.tui.test_flows import append, main_screen
 
 TEXT = "# Memory\n- Aiko prefers short answers.\n"

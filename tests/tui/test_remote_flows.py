@@ -18,13 +18,13 @@ from memframe import crypto
 from memframe.core.types import Mode, Operation
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from memframe.tui.assistant import AssistantScreen
 from memframe.tui.dialogs import ClearConflict, ConflictScreen
-from memframe.tui.mode import ModeSwitcher
-from memframe.tui.proposals import ProposalsScreen
-from memframe.tui.screenshots import Outage, Stage, ask, settle
+from memframe.tui.screens.assistant import AssistantScreen
+from memframe.tui.screens.mode import ModeSwitcher
+from memframe.tui.screens.proposals import ProposalsScreen
 from tests.conftest import FakeClock, World
 from tests.tui.conftest import drive
+from tests.tui.scenarios import Outage, Stage, ask, settle
 from tests.tui.test_flows import TEXT, append, confirm_clear, open_changes_at
 
 remote_kinds = pytest.importorskip(

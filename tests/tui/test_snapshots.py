@@ -1,6 +1,6 @@
 """Snapshot tests of the frame's main states, at a fixed size on a frozen clock.
 
-The states are the screenshot command's scenarios (memframe.tui.screenshots),
+The states are the screenshot command's scenarios (tests/tui/scenarios.py),
 so the pictures in screenshots/ and these snapshots show the same things.
 Update with `pytest tests/tui/test_snapshots.py --snapshot-update`, then look.
 """
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from memframe.tui.screenshots import SCENARIOS, SIZE, Scenario, Stage, predictable_ids
+from tests.tui.scenarios import SCENARIOS, SIZE, Scenario, Stage, predictable_ids
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])

@@ -6,9 +6,9 @@ from memframe.backend.save_state import SaveState
 from memframe.core.errors import Unavailable, VersionConflict
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument
 from memframe.tui import calls
-from memframe.tui.screenshots import Outage, Stage
 from memframe.tui.state import DocumentState, WriteOutcome, WriteRequest
 from memframe.tui.text import ago, diff_text, short_location, size_meter
+from tests.tui.scenarios import Outage, Stage
 
 
 def test_dirty_is_draft_against_the_base_versions_text() -> None:

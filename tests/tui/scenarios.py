@@ -1,27 +1,21 @@
-"""`python -m memframe.tui.screenshots DIR`: SVG screenshots of the frame's main states.
+"""The frame's main states as scenarios, and the scaffolding that drives them: test code, not product.
 
 Each state is a `Scenario`: how to seed the workspace, then what a person
 (and a second client racing them) does in the frame. The snapshot tests run
-these same scenarios through `snap_compare`, so the README's pictures and the
-tested states cannot drift apart. Everything is fixed: a temporary
-MEMFRAME_HOME, a frozen clock, UTC, the terminal size, no cursor blink, and
-predictable ids (admission and proposal ids are random, and answers quote them).
+these scenarios through `snap_compare`, and the screenshot command
+(`python -m tests.tui.screenshots DIR`, `make screenshots`) renders the same
+ones for the README, so the pictures and the tested states cannot drift apart.
+Everything is fixed: a frozen clock, UTC, the terminal size, no cursor blink,
+and predictable ids (admission and proposal ids are random, and answers quote them).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
 import itertools
-import os
 import secrets
-import sys
-import tempfile
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from textual.pilot import Pilot
@@ -135,7 +129,9 @@ class Stage:
 async def settle(pilot: Pilot[Any]) -> None:
     """Wait until no backend call is in flight and no flow is between steps (never a sleep).
 
-    A flow that waits for a dialog counts as settled: the person has to act next.
+    A flow that waits for a dialog counts as settled: the person has to act next. Settled means
+    idle twice in a row: a side screen's request is a message that bubbles to the app before a flow
+    starts, so one idle look can fall between the two hops.
     """
 
     def busy() -> tuple[list[Any], bool]:
@@ -148,6 +144,7 @@ async def settle(pilot: Pilot[Any]) -> None:
             return [], False
         return io, flowing and not asking
 
+    idle = 0
     for _ in range(200):
         io, _ = busy()
         if io:
@@ -155,7 +152,8 @@ async def settle(pilot: Pilot[Any]) -> None:
             with contextlib.suppress(WorkerCancelled, WorkerFailed):
                 await pilot.app.workers.wait_for_complete(io)
         await pilot.pause()  # let replies' handlers and resumed flows run; they may start more calls
-        if busy() == ([], False):
+        idle = idle + 1 if busy() == ([], False) else 0
+        if idle == 2:
             return
 
 
@@ -333,55 +331,3 @@ SCENARIOS = [
              _proposal_conflict),
 ]  # fmt: skip
 BY_NAME = {s.name: s for s in SCENARIOS}
-
-
-async def screenshot(stage: Stage, scenario: Scenario) -> str:
-    """Seed, open the frame at SIZE, drive the scenario, and return the SVG."""
-    scenario.seed(stage)
-    app = stage.app()
-    async with app.run_test(size=SIZE) as pilot:
-        await scenario.drive(pilot, stage)
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
-        return app.export_screenshot(title=f"memframe — {scenario.description}")
-
-
-def _local_stage(home: Path, workspace: str) -> Stage:
-    """A fresh local workspace whose embedded database runs on the frozen clock."""
-    from memframe.backend.workspaces import init_local_workspace, open_backend
-
-    init_local_workspace(workspace)
-    clock = FrozenClock()
-    frame, other = open_backend(workspace), open_backend(workspace)
-    for backend in (frame, other):
-        # Revisions carry the database's clock; pin it so the pictures do not change run to run.
-        backend.store.service.db.clock = clock  # type: ignore[attr-defined]
-    return Stage(Outage(frame), other, clock)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m memframe.tui.screenshots", description=__doc__)
-    parser.add_argument("directory", type=Path)
-    parser.add_argument("--only", nargs="*", choices=sorted(BY_NAME), help="just these states")
-    args = parser.parse_args(argv)
-    args.directory.mkdir(parents=True, exist_ok=True)
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    for scenario in [BY_NAME[n] for n in args.only] if args.only else SCENARIOS:
-        with tempfile.TemporaryDirectory(prefix="memframe-shot-") as home:
-            os.environ["MEMFRAME_HOME"] = home
-            stage = _local_stage(Path(home), "default")
-            try:
-                with predictable_ids():
-                    svg = asyncio.run(screenshot(stage, scenario))
-            finally:
-                stage.frame.close()
-                stage.other.close()
-        target = args.directory / f"{scenario.name}.svg"
-        target.write_text(svg, encoding="utf-8")
-        print(f"{target}: {scenario.description}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

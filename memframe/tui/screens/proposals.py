@@ -17,6 +17,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
@@ -28,14 +29,32 @@ from memframe.tui.state import DocumentState
 from memframe.tui.text import ago
 
 if TYPE_CHECKING:
-    from memframe.tui.memory import MemoryScreen
+    from memframe.core.turns import Proposal
 
 #: Why the Assistant proposed rather than remembered, in a few words.
 REASONS = {"read_only": "memory was Read only", "conflict": "memory changed meanwhile"}
 
 
 class ProposalsScreen(Screen[None]):
-    """Pending proposals; Apply (a normal Save) or Dismiss the highlighted one."""
+    """Pending proposals; Apply (a normal Save) or Dismiss the highlighted one.
+
+    Applying is the main screen's flow, asked for by message: `Apply` bubbles to the app, which
+    routes it to the main screen, and `Applied` comes back when that flow has ended.
+    """
+
+    class Apply(Message):
+        """Apply `proposal` as the person's own Save; `reply()` tells `proposals` the flow has ended."""
+
+        def __init__(self, proposals: ProposalsScreen, proposal: Proposal) -> None:
+            super().__init__()
+            self.proposals = proposals
+            self.proposal = proposal
+
+        def reply(self) -> None:
+            self.proposals.post_message(ProposalsScreen.Applied())
+
+    class Applied(Message, bubble=False):
+        """The apply flow has ended (applied, refused or cancelled); its words are in the shared state."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", id="memframe.proposals.back"),
@@ -46,12 +65,11 @@ class ProposalsScreen(Screen[None]):
         Binding("r", "reload", "Reload", tooltip="Read the pending proposals again", id="memframe.proposals.reload"),
     ]  # fmt: skip
 
-    def __init__(self, backend: Backend, state: DocumentState, main: MemoryScreen) -> None:
+    def __init__(self, backend: Backend, state: DocumentState, *, clock: Callable[[], float]) -> None:
         super().__init__()
         self.backend = backend
         self.state = state
-        self.main = main
-        self.clock: Callable[[], float] = main.clock
+        self.clock = clock
         self.views: dict[str, ProposalView] = {}
         self.busy = False
         self.loads = Tickets()  # a newer read supersedes an older one
@@ -153,9 +171,10 @@ class ProposalsScreen(Screen[None]):
             return
         self.busy = True
         self._say(f"Applying proposal {view.proposal.id} as your Save against version {self.state.base_version}…")
-        self.main.apply_proposal(view.proposal, self._applied)
+        self.post_message(self.Apply(self, view.proposal))
 
-    def _applied(self) -> None:
+    def on_proposals_screen_applied(self, message: ProposalsScreen.Applied) -> None:
+        message.stop()
         self.busy = False
         self._say(self.state.message, error=self.state.message_is_error)
         self._reload()

@@ -14,12 +14,13 @@ every failure comes back as words in the conversation.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, ListItem, ListView, Static
 
@@ -30,9 +31,6 @@ from memframe.tui import assistant_calls
 from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
 from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
-
-if TYPE_CHECKING:
-    from memframe.tui.memory import MemoryScreen
 
 
 class ExchangeItem(ListItem):
@@ -47,7 +45,29 @@ class ExchangeItem(ListItem):
 
 
 class AssistantScreen(Screen[None]):
-    """This session's conversation with the workspace Assistant."""
+    """This session's conversation with the workspace Assistant.
+
+    What it asks of the main screen it asks by message (they bubble to the app, which routes them):
+    `CatchUp` after the Assistant committed a version, `OpenChanges` at an answer's revision,
+    `OpenProposals`.
+    """
+
+    class CatchUp(Message):
+        """The Assistant committed `version` of the memory: the editor should show it, if it holds no draft."""
+
+        def __init__(self, version: int) -> None:
+            super().__init__()
+            self.version = version
+
+    class OpenChanges(Message):
+        """Open Changes at revision `at` (the one an answer used); an Undo there runs as any write does."""
+
+        def __init__(self, at: int) -> None:
+            super().__init__()
+            self.at = at
+
+    class OpenProposals(Message):
+        """Open the Proposals screen."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back to editor", id="memframe.assistant.back"),
@@ -62,13 +82,10 @@ class AssistantScreen(Screen[None]):
         Binding("down", "move(1)", "Next answer", show=False, id="memframe.assistant.next"),
     ]  # fmt: skip
 
-    def __init__(
-        self, backend: Backend, state: DocumentState, main: MemoryScreen, conversation: Conversation | None = None
-    ) -> None:
+    def __init__(self, backend: Backend, state: DocumentState, conversation: Conversation | None = None) -> None:
         super().__init__()
         self.backend = backend
         self.state = state
-        self.main = main
         self.conversation = conversation or Conversation.new()
         self.consent: AIConsent | None = None
         self.policy: Policy | None = None
@@ -180,7 +197,7 @@ class AssistantScreen(Screen[None]):
         self._read_status(self.tickets.issue())  # the mode may have changed meanwhile
         committed = [o.version for o in outcome.result.outcomes if o.committed and o.version is not None]
         if committed:
-            self.main.catch_up(max(committed))
+            self.post_message(self.CatchUp(max(committed)))
         if any(o.kind == "proposed" for o in outcome.result.outcomes):
             self._say("A proposal waits for your review: f3 opens Proposals.")
 
@@ -201,7 +218,7 @@ class AssistantScreen(Screen[None]):
         if exchange.revision is None:
             self.notify(no_revision(exchange), timeout=5)
             return
-        self.main.open_changes(at=exchange.revision)
+        self.post_message(self.OpenChanges(exchange.revision))
 
     def on_list_view_selected(self, event: ListView.Selected) -> None:
         event.stop()
@@ -221,7 +238,7 @@ class AssistantScreen(Screen[None]):
         self._switch_ai(self.tickets.issue(), not self.consent.enabled)
 
     def action_proposals(self) -> None:
-        self.main.action_proposals()
+        self.post_message(self.OpenProposals())
 
     def action_close(self) -> None:
         self.app.pop_screen()

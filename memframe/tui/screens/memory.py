@@ -1,11 +1,14 @@
-"""The main screen: the editor under its status bar, and every flow that writes.
+"""The main screen: the editor under its status bar, and the host of every flow that writes.
 
-Each flow (Save, Clear, Undo, Reload, Quit, Mode; applying a proposal, in
-apply.py) is an async worker that reads top to bottom: it asks the person
-through typed dialogs (`push_screen_wait`) and awaits backend replies. Backend calls themselves
-run on thread workers and come back as messages; the handler applies the
-outcome to `DocumentState` first, then wakes the waiting flow. Flows run one
-at a time, so "wait for an in-flight save before deciding" is the queue itself.
+The flows themselves (Save, Clear, Undo, Reload, Quit, Mode, applying a
+proposal, catching up) live in `memframe.tui.flows`; this screen is their
+`FlowHost`. It runs them one at a time as async workers, so "wait for an
+in-flight save before deciding" is the queue itself; it asks the person
+through typed dialogs (`push_screen_wait`); and it runs backend calls on
+thread workers whose replies come back as messages: the handler applies the
+outcome to `DocumentState` first, then wakes the waiting flow. Side screens
+never call in here: they post messages, which the app routes to the methods
+at the end of this class.
 """
 
 from __future__ import annotations
@@ -18,15 +21,15 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import Screen, ScreenResultType
 from textual.widgets import Footer, TextArea
 
 from memframe.backend.base import Backend
-from memframe.core.types import MemoryDocument, utf8_size
-from memframe.tui.editor import PLACEHOLDER, MemoryEditor
+from memframe.tui import flows
 from memframe.tui.messages import Loaded, Tickets, WriteFinished
 from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
-from memframe.tui.status import MessageLine, SizeWarning, StatusBar
+from memframe.tui.widgets.editor import PLACEHOLDER, MemoryEditor
+from memframe.tui.widgets.status import MessageLine, SizeWarning, StatusBar
 
 # What the first paint does not need (the backend calls, the dialogs, applying a proposal) is imported
 # where it is first used: on a worker thread, or in a flow the person started.
@@ -183,152 +186,37 @@ class MemoryScreen(Screen[None]):
         """The first load waits for the first paint, so reading and decrypting (and importing
         cryptography) never delay it; it is queued first, so no flow runs before it."""
         await self.wait_for_refresh()
-        await self._load_flow()
+        await flows.load(self)
         self.post_message(self.Started())
 
-    async def _load_flow(self) -> None:
-        outcome = await self.read_memory()
-        if outcome.error is None:
-            self.say("" if self.state.base_version else "A new, empty memory. Write, then ctrl+s to save.")
-        elif outcome.doc is None and self.state.loaded:
-            self.say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.", error=True)
-        elif outcome.doc is None:
-            self.editor.area.placeholder = (
-                "The memory is not loaded, so there is nothing to edit yet: ctrl+r tries again."
-            )
-            self.say(f"Could not load the memory: {outcome.error} Press ctrl+r to try again.", error=True)
-        else:
-            self.say(f"Loaded, but the mode could not be read: {outcome.error}", error=True)
+    # --- what the flows ask of their host (flows.FlowHost) ---------------------------------------
 
-    async def _save_flow(self) -> bool:
-        """Save the draft; True when the draft's fate is settled (saved, or discarded in the conflict view)."""
-        self.sync_draft()
-        state = self.state
-        if not state.loaded:
-            self.say("The memory is not loaded, so there is no version to save against: press ctrl+r.", error=True)
-            return False
-        if not state.dirty:
-            newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: ctrl+r loads it."
-            self.say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
-            return True
-        outcome = await self.write(WriteRequest.save(state.draft, state.base_version))
-        while outcome.conflict and outcome.server is not None:
-            from memframe.tui.dialogs import ConflictScreen
+    def show(self, text: str) -> None:
+        self.editor.load(text)
+        self.refresh_view()
 
-            choice = await self.app.push_screen_wait(
-                ConflictScreen(outcome.server, state.draft, state.base_version, now=self.clock())
-            )
-            if choice == "edit":
-                self.say(f"Keep editing. Version {outcome.server.version} is newer; ctrl+s shows the conflict again.")
-                return False
-            if choice == "discard":
-                self.take(outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")
-                return True
-            server = outcome.server
-            outcome = await self.write(WriteRequest.save(state.draft, server.version, revive=server.deleted))
-        return outcome.ok
+    def set_placeholder(self, text: str) -> None:
+        self.editor.area.placeholder = text
 
-    def take(self, doc: MemoryDocument, message: str, *, error: bool = False) -> None:
-        self.state.adopt(doc)
-        self.editor.load(doc.text)
-        self.say(message, error=error)
+    async def ask(self, dialog: Screen[ScreenResultType]) -> ScreenResultType:
+        return await self.app.push_screen_wait(dialog)  # type: ignore[no-any-return]
 
-    async def resolve_draft(self, purpose: str) -> bool:
-        """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on."""
-        self.sync_draft()
-        if not self.state.dirty:
-            return True
-        from memframe.tui.dialogs import SaveDiscardCancel
-
-        choice = await self.app.push_screen_wait(SaveDiscardCancel(purpose, self.state.base_version, self.state.size))
-        if choice == "discard":
-            self.state.discard()
-            self.editor.load(self.state.draft)
-            self.refresh_view()
-            return True
-        if choice == "save":
-            return await self._save_flow()
-        self.say("Cancelled; your draft is still here.")
-        return False
-
-    async def _reload_flow(self) -> None:
-        if await self.resolve_draft("before reloading"):
-            outcome = await self.read_memory()
-            if outcome.doc is not None:
-                self.say(f"Reloaded version {outcome.doc.version} from the server.")
-            else:
-                self.say(f"Could not reload: {outcome.error} Still showing version {self.state.base_version}.",
-                         error=True)  # fmt: skip
-
-    async def _clear_flow(self) -> None:
-        if not self.state.loaded:
-            self.say("The memory is not loaded, so there is no version to clear: press ctrl+r.", error=True)
-            return
-        if not await self.resolve_draft("before clearing"):
-            return
-        from memframe.tui.dialogs import ClearConflict, ConfirmClear
-
-        confirm = ConfirmClear(self.state.workspace_id, self.state.base_version, utf8_size(self.state.server_text))
-        if not await self.app.push_screen_wait(confirm):
-            self.say("Clear cancelled; nothing was written.")
-            return
-        outcome = await self.write(WriteRequest.clear(self.state.base_version))
-        while outcome.conflict and outcome.server is not None:
-            if not await self.app.push_screen_wait(ClearConflict(outcome.server, outcome.policy, now=self.clock())):
-                self.say(f"Kept version {outcome.server.version}; nothing was cleared.")
-                return
-            outcome = await self.write(WriteRequest.clear(outcome.server.version))
-
-    async def _undo_flow(self, revision: int) -> None:
-        if not await self.resolve_draft(f"before restoring revision {revision}"):
-            return
-        if revision == self.state.base_version:
-            self.say(f"Revision {revision} is already the current version; nothing to restore.")
-            return
-        outcome = await self.write(WriteRequest.undo(revision, self.state.base_version))
-        while outcome.conflict and outcome.server is not None:
-            from memframe.tui.dialogs import ConflictScreen
-
-            server = outcome.server
-            screen = ConflictScreen(server, outcome.text, self.state.base_version, now=self.clock(), revision=revision)
-            choice = await self.app.push_screen_wait(screen)
-            if choice == "discard":
-                self.take(server, f"Kept version {server.version}; revision {revision} was not restored.")
-                return
-            if choice == "edit":
-                self.take(server, f"Revision {revision}'s text is your draft on top of version {server.version}.")
-                self.editor.load(outcome.text)
-                return
-            outcome = await self.write(WriteRequest.undo(revision, server.version))
-
-    async def _mode_flow(self) -> None:
-        if self.state.policy is None:
-            self.say("The mode is not known until the memory loads: press ctrl+r.", error=True)
-            return
-        from memframe.tui.mode import ModeSwitcher  # screens opened on demand load on demand
-
-        policy = await self.app.push_screen_wait(ModeSwitcher(self.backend, self.state.policy))
-        if policy is not None:
-            self.state.policy = policy
-            self.say(f"Mode: {policy.mode.label} (policy revision {policy.revision}). {policy.mode.explanation}")
-
-    async def _leave_flow(self) -> None:
-        if await self.resolve_draft("before quitting"):
-            self.app.exit(0)
+    def quit(self) -> None:
+        self.app.exit(0)
 
     # --- actions: keys, footer and command palette ---------------------------------------------
 
     def action_save(self) -> None:
-        self.run_flow("saving", self._save_flow)
+        self.run_flow("saving", lambda: flows.save(self))
 
     def action_reload(self) -> None:
-        self.run_flow("reloading", self._reload_flow)
+        self.run_flow("reloading", lambda: flows.reload(self))
 
     def action_clear(self) -> None:
-        self.run_flow("clearing", self._clear_flow)
+        self.run_flow("clearing", lambda: flows.clear(self))
 
     def action_mode(self) -> None:
-        self.run_flow("changing the mode", self._mode_flow)
+        self.run_flow("changing the mode", lambda: flows.mode(self))
 
     def action_preview(self) -> None:
         self.editor.preview = not self.editor.preview
@@ -339,23 +227,24 @@ class MemoryScreen(Screen[None]):
     def action_assistant(self) -> None:
         if not self.app.is_screen_installed("assistant"):
             # Installed, so the conversation (and a send in flight) survives closing the pane.
-            from memframe.tui.assistant import AssistantScreen
+            from memframe.tui.screens.assistant import AssistantScreen
 
-            self.app.install_screen(AssistantScreen(self.backend, self.state, self), "assistant")
+            self.app.install_screen(AssistantScreen(self.backend, self.state), "assistant")
         self.app.push_screen("assistant")
 
     def action_proposals(self) -> None:
-        from memframe.tui.proposals import ProposalsScreen
+        from memframe.tui.screens.proposals import ProposalsScreen
 
-        self.app.push_screen(ProposalsScreen(self.backend, self.state, self))
+        self.app.push_screen(ProposalsScreen(self.backend, self.state, clock=self.clock))
+
+    # --- what the side screens ask for (their messages, routed here by the app) ----------------
 
     def apply_proposal(self, proposal: Proposal, done: Callable[[], None]) -> None:
         """Apply `proposal` in the flow queue (after any Save in progress); `done` runs afterwards, always."""
-        from memframe.tui.apply import apply_flow
 
         async def flow() -> None:
             try:
-                await apply_flow(self, proposal)
+                await flows.apply(self, proposal)
             except Exception as exc:  # said here, so `done` can show it
                 self.say(f"Something went wrong while applying proposal {proposal.id}: {exc}.", error=True)
             finally:
@@ -365,9 +254,7 @@ class MemoryScreen(Screen[None]):
 
     def catch_up(self, version: int) -> None:
         """The Assistant wrote `version` of the memory; load it when the editor holds no draft."""
-        from memframe.tui.apply import catch_up_flow
-
-        self.run_flow("loading the Assistant's change", lambda: catch_up_flow(self, version))
+        self.run_flow("loading the Assistant's change", lambda: flows.catch_up(self, version))
 
     def open_changes(self, at: int | None = None) -> None:
         """Changes, optionally at revision `at`; an Undo chosen there runs here, like any write."""
@@ -375,12 +262,12 @@ class MemoryScreen(Screen[None]):
 
         def restore(revision: int | None) -> None:
             if revision is not None:
-                self.run_flow("restoring", lambda: self._undo_flow(revision))
+                self.run_flow("restoring", lambda: flows.undo(self, revision))
 
-        from memframe.tui.changes import ChangesScreen
+        from memframe.tui.screens.changes import ChangesScreen
 
         self.app.push_screen(ChangesScreen(self.backend, self.state, clock=self.clock, at=at), restore)
 
     def request_leave(self) -> None:
         """Quit, as the person asked: after any flow in progress, and only once the draft is settled."""
-        self.run_flow("quitting", self._leave_flow)
+        self.run_flow("quitting", lambda: flows.leave(self))

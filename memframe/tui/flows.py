@@ -1,0 +1,276 @@
+"""The flows that write, or replace what the editor shows: load, Save, Reload, Clear, Undo, Mode, Quit,
+applying a proposal and catching up with the Assistant's committed change.
+
+Each flow is an async function that reads top to bottom: it asks the person
+through typed dialogs and awaits backend replies, both through its `FlowHost`
+(the main screen). The host runs one flow at a time, so "wait for an in-flight
+save before deciding" is the queue itself, and it runs every backend call on a
+thread worker whose reply is applied to `DocumentState` before the flow wakes.
+
+The flows know nothing of the screen but the `FlowHost` protocol, so no side
+screen and no flow imports the main screen. Applying a proposal is exactly a
+human Save: the draft is settled first through Save / Discard / Cancel, the
+acknowledged version moves `DocumentState`, and a newer version on the server
+opens the usual conflict view, where nothing is written until the person chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from memframe.core.types import MemoryDocument, utf8_size
+from memframe.tui.state import TARGET_GONE, DocumentState, WriteRequest, target_changed
+
+# The dialogs, the mode switcher and the edit logic load when a flow first needs them, not before the
+# first paint (the first load is the only flow that runs before the person acts).
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from memframe.backend.base import Backend
+    from memframe.core.turns import Proposal
+    from memframe.tui.calls import LoadOutcome
+    from memframe.tui.state import WriteOutcome
+
+T = TypeVar("T")
+
+
+class FlowHost(Protocol):
+    """What a flow needs of the screen that runs it, and nothing more."""
+
+    #: The one document state the screens share.
+    state: DocumentState
+    #: For the mode switcher, which makes its own compare-and-set call.
+    backend: Backend
+    #: The time dialogs measure "how long ago" from.
+    clock: Callable[[], float]
+
+    def say(self, message: str, *, error: bool = False) -> None:
+        """Show `message` on the message line (and `state.message`)."""
+
+    def show(self, text: str) -> None:
+        """Put `text` in the editor, as the draft."""
+
+    def set_placeholder(self, text: str) -> None:
+        """What the empty editor says when there is nothing to edit."""
+
+    def sync_draft(self) -> None:
+        """Read the draft from the editor into `state` (a keypress may not have been applied yet)."""
+
+    async def ask(self, dialog: Screen[T]) -> T:
+        """Push `dialog` and wait for the person's answer."""
+        ...
+
+    async def read_memory(self) -> LoadOutcome:
+        """Load the memory on a worker thread; the outcome is applied to `state` before this returns."""
+        ...
+
+    async def write(self, request: WriteRequest) -> WriteOutcome:
+        """Run `request` on a worker thread; the outcome is applied to `state` before this returns."""
+        ...
+
+    def quit(self) -> None:
+        """End the frame (the draft is settled by then)."""
+
+
+def take(host: FlowHost, doc: MemoryDocument, message: str, *, error: bool = False) -> None:
+    """Adopt `doc` as the base version and show it, dropping the draft."""
+    host.state.adopt(doc)
+    host.show(doc.text)
+    host.say(message, error=error)
+
+
+async def load(host: FlowHost) -> None:
+    outcome = await host.read_memory()
+    state = host.state
+    if outcome.error is None:
+        host.say("" if state.base_version else "A new, empty memory. Write, then ctrl+s to save.")
+    elif outcome.doc is None and state.loaded:
+        host.say(f"Could not reload: {outcome.error} Still showing version {state.base_version}.", error=True)
+    elif outcome.doc is None:
+        host.set_placeholder("The memory is not loaded, so there is nothing to edit yet: ctrl+r tries again.")
+        host.say(f"Could not load the memory: {outcome.error} Press ctrl+r to try again.", error=True)
+    else:
+        host.say(f"Loaded, but the mode could not be read: {outcome.error}", error=True)
+
+
+async def save(host: FlowHost) -> bool:
+    """Save the draft; True when the draft's fate is settled (saved, or discarded in the conflict view)."""
+    host.sync_draft()
+    state = host.state
+    if not state.loaded:
+        host.say("The memory is not loaded, so there is no version to save against: press ctrl+r.", error=True)
+        return False
+    if not state.dirty:
+        newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: ctrl+r loads it."
+        host.say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
+        return True
+    outcome = await host.write(WriteRequest.save(state.draft, state.base_version))
+    while outcome.conflict and outcome.server is not None:
+        from memframe.tui.dialogs import ConflictScreen
+
+        choice = await host.ask(ConflictScreen(outcome.server, state.draft, state.base_version, now=host.clock()))
+        if choice == "edit":
+            host.say(f"Keep editing. Version {outcome.server.version} is newer; ctrl+s shows the conflict again.")
+            return False
+        if choice == "discard":
+            take(host, outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")
+            return True
+        server = outcome.server
+        outcome = await host.write(WriteRequest.save(state.draft, server.version, revive=server.deleted))
+    return outcome.ok
+
+
+async def resolve_draft(host: FlowHost, purpose: str) -> bool:
+    """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on."""
+    host.sync_draft()
+    state = host.state
+    if not state.dirty:
+        return True
+    from memframe.tui.dialogs import SaveDiscardCancel
+
+    choice = await host.ask(SaveDiscardCancel(purpose, state.base_version, state.size))
+    if choice == "discard":
+        state.discard()
+        host.show(state.draft)
+        return True
+    if choice == "save":
+        return await save(host)
+    host.say("Cancelled; your draft is still here.")
+    return False
+
+
+async def reload(host: FlowHost) -> None:
+    if await resolve_draft(host, "before reloading"):
+        outcome = await host.read_memory()
+        if outcome.doc is not None:
+            host.say(f"Reloaded version {outcome.doc.version} from the server.")
+        else:
+            host.say(f"Could not reload: {outcome.error} Still showing version {host.state.base_version}.",
+                     error=True)  # fmt: skip
+
+
+async def clear(host: FlowHost) -> None:
+    state = host.state
+    if not state.loaded:
+        host.say("The memory is not loaded, so there is no version to clear: press ctrl+r.", error=True)
+        return
+    if not await resolve_draft(host, "before clearing"):
+        return
+    from memframe.tui.dialogs import ClearConflict, ConfirmClear
+
+    if not await host.ask(ConfirmClear(state.workspace_id, state.base_version, utf8_size(state.server_text))):
+        host.say("Clear cancelled; nothing was written.")
+        return
+    outcome = await host.write(WriteRequest.clear(state.base_version))
+    while outcome.conflict and outcome.server is not None:
+        if not await host.ask(ClearConflict(outcome.server, outcome.policy, now=host.clock())):
+            host.say(f"Kept version {outcome.server.version}; nothing was cleared.")
+            return
+        outcome = await host.write(WriteRequest.clear(outcome.server.version))
+
+
+async def undo(host: FlowHost, revision: int) -> None:
+    """Restore `revision` (chosen in Changes) as a new version, with a Save's draft and conflict handling."""
+    if not await resolve_draft(host, f"before restoring revision {revision}"):
+        return
+    state = host.state
+    if revision == state.base_version:
+        host.say(f"Revision {revision} is already the current version; nothing to restore.")
+        return
+    outcome = await host.write(WriteRequest.undo(revision, state.base_version))
+    while outcome.conflict and outcome.server is not None:
+        from memframe.tui.dialogs import ConflictScreen
+
+        server = outcome.server
+        dialog = ConflictScreen(server, outcome.text, state.base_version, now=host.clock(), revision=revision)
+        choice = await host.ask(dialog)
+        if choice == "discard":
+            take(host, server, f"Kept version {server.version}; revision {revision} was not restored.")
+            return
+        if choice == "edit":
+            take(host, server, f"Revision {revision}'s text is your draft on top of version {server.version}.")
+            host.show(outcome.text)
+            return
+        outcome = await host.write(WriteRequest.undo(revision, server.version))
+
+
+async def mode(host: FlowHost) -> None:
+    state = host.state
+    if state.policy is None:
+        host.say("The mode is not known until the memory loads: press ctrl+r.", error=True)
+        return
+    from memframe.tui.screens.mode import ModeSwitcher  # screens opened on demand load on demand
+
+    policy = await host.ask(ModeSwitcher(host.backend, state.policy))
+    if policy is not None:
+        state.policy = policy
+        host.say(f"Mode: {policy.mode.label} (policy revision {policy.revision}). {policy.mode.explanation}")
+
+
+async def leave(host: FlowHost) -> None:
+    if await resolve_draft(host, "before quitting"):
+        host.quit()
+
+
+def applied(text: str, proposal: Proposal) -> str | None:
+    """The proposal's result on `text`, or None when it does not apply (the backend then says why)."""
+    from memframe.core.edits import apply_memory_changes
+    from memframe.core.errors import MemframeError
+
+    try:
+        return apply_memory_changes(text, list(proposal.changes))
+    except MemframeError:
+        return None
+
+
+async def apply(host: FlowHost, proposal: Proposal) -> None:
+    """Apply `proposal` as the person's own Save against the base version, after settling the draft."""
+    from memframe.core.edits import apply_memory_changes
+    from memframe.core.errors import EditRefused
+    from memframe.tui.dialogs import ConflictScreen
+
+    state = host.state
+    if not state.loaded:
+        host.say("The memory is not loaded, so there is no version to apply to: press ctrl+r.", error=True)
+        return
+    if not await resolve_draft(host, f"before applying proposal {proposal.id}"):
+        return
+    result = applied(state.server_text, proposal)
+    outcome = await host.write(WriteRequest.apply(proposal, result or "", state.base_version))
+    while outcome.conflict and outcome.server is not None:
+        server = outcome.server
+        if server.deleted:
+            take(host, server, f"Not applied: the memory was deleted (version {server.version}); save it first.")
+            return
+        try:
+            result = apply_memory_changes(server.text, list(proposal.changes))
+        except EditRefused as exc:
+            why = target_changed(proposal, server.version, exc) if exc.details.get("reason") in TARGET_GONE else exc
+            take(host, server, f"Not applied — conflict: {why}. Memory was not changed.", error=True)
+            return
+        choice = await host.ask(ConflictScreen(server, result, server.version, now=host.clock(), proposal=proposal.id))
+        if choice == "discard":
+            take(host, server, f"Kept version {server.version}; proposal {proposal.id} is still pending.")
+            return
+        if choice == "edit":
+            take(host, server, f"Proposal {proposal.id} applied to version {server.version} is your draft: "
+                               "ctrl+s saves it. The proposal stays pending until you dismiss it.")  # fmt: skip
+            host.show(result)
+            return
+        outcome = await host.write(WriteRequest.apply(proposal, result, server.version))
+
+
+async def catch_up(host: FlowHost, version: int) -> None:
+    """The Assistant committed `version`: show it in the editor, unless that would touch an unsaved draft."""
+    host.sync_draft()
+    state = host.state
+    if state.base_version >= version:
+        return
+    if state.dirty:
+        host.say(f"The Assistant saved version {version}; your draft is based on version "
+                 f"{state.base_version}. Save to review both, or discard and reload.")  # fmt: skip
+        return
+    outcome = await host.read_memory()
+    if outcome.doc is not None:
+        host.say(f"The Assistant remembered something: showing version {outcome.doc.version}.")
