@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memframe.core.errors import (
-    CaptureRefused,
+    AIDisabled,
     DecryptionFailed,
     DocumentDeleted,
     InvalidInput,
+    MCPUnavailable,
     MemframeError,
     NamespaceReserved,
     NotFound,
@@ -222,7 +223,7 @@ class NoteTools:
         conversation = conversation_id or f"mcp-{secrets.token_hex(6)}"
         with self._lock:
             if not self.backend.get_ai().enabled:  # before any key leaves this machine
-                raise CaptureRefused(
+                raise AIDisabled(
                     "Workspace AI is off for this workspace; a person turns it on with 'memframe ai on'. "
                     "Nothing was sent."
                 )
@@ -271,13 +272,6 @@ def _turn_text(conversation: str, result: "TurnResult") -> ToolText:
 
 
 # --- MCP -------------------------------------------------------------------------------------------
-
-
-class MCPUnavailable(MemframeError):
-    """The `mcp` package (version 2) is not installed."""
-
-    code = "mcp_unavailable"
-    status = 500
 
 
 def require_mcp() -> None:

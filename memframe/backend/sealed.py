@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import apply_memory_changes, parse_changes
-from memframe.core.errors import CaptureRefused, MemframeError, NotFound, VersionConflict
+from memframe.core.errors import MemframeError, NotFound, ProposalRetired, VersionConflict
 from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
@@ -177,9 +177,7 @@ class SealedBackend:
         if proposal is None:
             raise NotFound("No such pending proposal.")
         if proposal.clear_generation != self.get_policy().clear_generation:
-            raise CaptureRefused(
-                "This proposal was made before the memory was cleared, so it cannot be applied; dismiss it."
-            )
+            raise ProposalRetired()
         current = self.load()
         if current.version != base_version:
             raise VersionConflict(current.version)
