@@ -17,7 +17,10 @@ from memframe.core.turns import (
     AIConsent,
     CallRecord,
     KeySessionInfo,
+    OutcomeKind,
+    ProposalReason,
     ProposalRecord,
+    ProposalStatus,
     Receipt,
     ToolOutcome,
     TurnResult,
@@ -79,7 +82,7 @@ class CallRecordOut(_Out):
 
 class ToolOutcomeOut(_Out):
     tool: str
-    kind: str
+    kind: OutcomeKind
     message: str
     version: int | None = None
     proposal_id: str | None = None
@@ -151,9 +154,9 @@ class ProposalOut(_Out):
     admission_id: str
     base_version: int
     clear_generation: int
-    reason: str
+    reason: ProposalReason
     sealed_edits: str = Field(json_schema_extra={"contentEncoding": "base64"})
-    status: str
+    status: ProposalStatus
     created_at: float
 
     @classmethod

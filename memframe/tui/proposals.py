@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from memframe.backend.base import Backend
+from memframe.core.turns import ProposalReason
 from memframe.tui import assistant_calls
 from memframe.tui.assistant_calls import BEFORE_CLEAR, ProposalView
 from memframe.tui.messages import ProposalDismissed, ProposalsLoaded, Tickets
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from memframe.tui.memory import MemoryScreen
 
 #: Why the Assistant proposed rather than remembered, in a few words.
-REASONS = {"read_only": "memory was Read only", "conflict": "memory changed meanwhile"}
+REASONS = {ProposalReason.READ_ONLY: "memory was Read only", ProposalReason.CONFLICT: "memory changed meanwhile"}
 
 
 class ProposalsScreen(Screen[None]):
