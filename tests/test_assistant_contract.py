@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memframe.core.errors import CaptureRefused
+from memframe.core.errors import AIDisabled
 from memframe.core.types import Author, Mode, Operation, RecallStatus
 from tests.conftest import World
 
@@ -19,7 +19,7 @@ def ready(world: World):  # type: ignore[no-untyped-def]
 def test_sends_need_ai_on_and_the_mode_never_turns_it_on(world: World, ready) -> None:  # type: ignore[no-untyped-def]
     ready.set_policy(Mode.AUTO, 0)
     assert not ready.get_ai().enabled
-    with pytest.raises(CaptureRefused, match="Workspace AI is off"):
+    with pytest.raises(AIDisabled, match="Workspace AI is off"):
         ready.send("c", "hi")
     assert ready.set_ai(True).enabled
 

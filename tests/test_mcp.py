@@ -29,7 +29,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from memframe.core.errors import CaptureRefused, InvalidInput, NamespaceReserved, NotFound, VersionConflict
+from memframe.core.errors import AIDisabled, InvalidInput, NamespaceReserved, NotFound, VersionConflict
 from memframe.core.turns import AIConsent, CallRecord, TurnResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.mcp.server import build_server
@@ -147,7 +147,7 @@ def test_notes_round_trip_and_clear_conflicts() -> None:
 
 def test_ask_agent_with_ai_off_asks_for_nothing_more() -> None:
     fake = CountingBackend(ai=False)
-    with pytest.raises(CaptureRefused, match="Workspace AI is off"):
+    with pytest.raises(AIDisabled, match="Workspace AI is off"):
         NoteTools(fake).ask_agent("hello")  # type: ignore[arg-type]
     assert fake.requests == ["get_ai"]  # no key session, no send
 
@@ -324,7 +324,7 @@ def test_every_spelling_is_refused_over_stdio_and_nothing_is_written(live: Live,
 def test_ask_agent_needs_workspace_ai(live: Live, person: Any) -> None:
     person.set_ai(False)
     line = live.error("ask_agent", {"message": "hello"})
-    assert line.startswith("capture_refused: Workspace AI is off") and "Nothing was sent" in line
+    assert line.startswith("ai_disabled: Workspace AI is off") and "Nothing was sent" in line
 
 
 def test_ask_agent_quotes_the_current_revision_and_says_which(live: Live, person: Any) -> None:

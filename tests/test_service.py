@@ -9,11 +9,11 @@ import pytest
 
 from memframe import crypto
 from memframe.backend.local import LocalBackend
-from memframe.core.errors import InvalidInput, NotFound, Unauthorized, Unavailable
+from memframe.core.errors import InvalidInput, NotFound, SchemaTooNew, Unauthorized, Unavailable
 from memframe.core.types import MEMORY_PATH, Mode, Policy
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.db import SchemaTooNew, migrations
+from memframe.service.db import migrations
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy
 
 

@@ -16,7 +16,7 @@ from memframe.assistant.automation import Automation
 from memframe.assistant.memory_tool import TurnContext
 from memframe.core.errors import MemframeError
 from memframe.core.namespace import is_reserved
-from memframe.core.turns import ToolOutcome
+from memframe.core.turns import OutcomeKind, ToolOutcome
 
 Handler = Callable[[TurnContext, dict[str, Any]], ToolOutcome]
 _RESERVED = "That path is inside the reserved memory namespace; notes tools cannot touch it."
@@ -69,19 +69,19 @@ class DocumentTools:
         for field in fields:
             value = arguments.get(field)
             if not isinstance(value, str) or not value:
-                return ToolOutcome(name, "refused", f"{name} needs a non-empty {field!r}.")
+                return ToolOutcome(name, OutcomeKind.REFUSED, f"{name} needs a non-empty {field!r}.")
             values.append(value)
         if "path" in fields and is_reserved(values[0]):
-            return ToolOutcome(name, "refused", _RESERVED)
+            return ToolOutcome(name, OutcomeKind.REFUSED, _RESERVED)
         return values
 
     def list_documents(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         try:
             docs = self.automation.list_documents(ctx.workspace_id, ctx.credential)
         except MemframeError as exc:
-            return ToolOutcome("list_documents", "error", str(exc))
+            return ToolOutcome("list_documents", OutcomeKind.ERROR, str(exc))
         visible = [f"{path} (version {version})" for path, version in docs if not is_reserved(path)]
-        return ToolOutcome("list_documents", "ok", "\n".join(visible) or "There are no notes.")
+        return ToolOutcome("list_documents", OutcomeKind.OK, "\n".join(visible) or "There are no notes.")
 
     def search_documents(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         checked = self._guard("search_documents", arguments, "query")
@@ -90,9 +90,9 @@ class DocumentTools:
         try:
             hits = self.automation.search_documents(ctx.workspace_id, ctx.credential, checked[0])
         except MemframeError as exc:
-            return ToolOutcome("search_documents", "error", str(exc))
+            return ToolOutcome("search_documents", OutcomeKind.ERROR, str(exc))
         lines = [f"{h.path}: {h.snippet}" for h in hits if not is_reserved(h.path)]
-        return ToolOutcome("search_documents", "ok", "\n".join(lines) or "No note contains that text.")
+        return ToolOutcome("search_documents", OutcomeKind.OK, "\n".join(lines) or "No note contains that text.")
 
     def read_document(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         checked = self._guard("read_document", arguments, "path")
@@ -101,8 +101,8 @@ class DocumentTools:
         try:
             version, text = self.automation.read_document(ctx.workspace_id, ctx.credential, checked[0])
         except MemframeError as exc:
-            return ToolOutcome("read_document", "error", str(exc))
-        return ToolOutcome("read_document", "ok", text, version=version)
+            return ToolOutcome("read_document", OutcomeKind.ERROR, str(exc))
+        return ToolOutcome("read_document", OutcomeKind.OK, text, version=version)
 
     def create_note(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         checked = self._guard("create_note", arguments, "path", "text")
@@ -111,8 +111,10 @@ class DocumentTools:
         try:
             info = self.automation.put_document(ctx.workspace_id, ctx.credential, checked[0], checked[1], 0)
         except MemframeError as exc:
-            return ToolOutcome("create_note", "error", f"Not created: {exc}")
-        return ToolOutcome("create_note", "ok", f"Created {checked[0]} (version {info.version}).", version=info.version)
+            return ToolOutcome("create_note", OutcomeKind.ERROR, f"Not created: {exc}")
+        return ToolOutcome(
+            "create_note", OutcomeKind.OK, f"Created {checked[0]} (version {info.version}).", version=info.version
+        )
 
     def propose_edit(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         checked = self._guard("propose_edit", arguments, "path", "find", "replace")
@@ -122,11 +124,11 @@ class DocumentTools:
         try:
             version, text = self.automation.read_document(ctx.workspace_id, ctx.credential, path)
         except MemframeError as exc:
-            return ToolOutcome("propose_edit", "error", str(exc))
+            return ToolOutcome("propose_edit", OutcomeKind.ERROR, str(exc))
         count = text.count(find)
         if count != 1:
             return ToolOutcome(
-                "propose_edit", "refused", f"The text to replace occurs {count} times; it must occur once."
+                "propose_edit", OutcomeKind.REFUSED, f"The text to replace occurs {count} times; it must occur once."
             )
         diff = "".join(
             difflib.unified_diff(
@@ -136,4 +138,6 @@ class DocumentTools:
                 f"{path} (proposed)",
             )
         )
-        return ToolOutcome("propose_edit", "proposed", f"Proposed for a person to review:\n{diff}", version=version)
+        return ToolOutcome(
+            "propose_edit", OutcomeKind.PROPOSED, f"Proposed for a person to review:\n{diff}", version=version
+        )

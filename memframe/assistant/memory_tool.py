@@ -15,7 +15,7 @@ from typing import Any
 from memframe.assistant.automation import Automation
 from memframe.core.edits import MemoryChange, apply_memory_changes, parse_changes
 from memframe.core.errors import MemframeError, VersionConflict
-from memframe.core.turns import ToolOutcome
+from memframe.core.turns import OutcomeKind, ProposalReason, ToolOutcome
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Mode
 
 MAX_EDITS = 5
@@ -73,19 +73,21 @@ def remember(
 ) -> ToolOutcome:
     """Run one remember_in_memory call under the turn's admitted mode."""
     if ctx.mode is Mode.OFF:
-        return ToolOutcome("remember_in_memory", "off", "Memory is Off for this workspace; nothing was remembered.")
+        return ToolOutcome(
+            "remember_in_memory", OutcomeKind.OFF, "Memory is Off for this workspace; nothing was remembered."
+        )
     try:
         changes = parse_changes(arguments)
     except MemframeError as exc:
-        return ToolOutcome("remember_in_memory", "refused", f"Not remembered: {exc}")
+        return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not remembered: {exc}")
     if seen_revision is None:
         return ToolOutcome(
             "remember_in_memory",
-            "refused",
+            OutcomeKind.REFUSED,
             "Not remembered: memory was not available to this message, so there is nothing to change safely.",
         )
     if ctx.mode is Mode.READ_ONLY:
-        return _propose(automation, ctx, changes, seen_revision, "read_only")
+        return _propose(automation, ctx, changes, seen_revision, ProposalReason.READ_ONLY)
     try:
         receipt = automation.commit_memory(
             ctx.workspace_id,
@@ -98,13 +100,15 @@ def remember(
     except VersionConflict:
         return _propose_against_newer(automation, ctx, changes)
     except MemframeError as exc:
-        return ToolOutcome("remember_in_memory", "refused", f"Not remembered: {exc}")
+        return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not remembered: {exc}")
     version = receipt.version.version
-    return ToolOutcome("remember_in_memory", "remembered", f"Remembered (memory version {version}).", version=version)
+    return ToolOutcome(
+        "remember_in_memory", OutcomeKind.REMEMBERED, f"Remembered (memory version {version}).", version=version
+    )
 
 
 def _propose(
-    automation: Automation, ctx: TurnContext, changes: list[MemoryChange], base: int, reason: str
+    automation: Automation, ctx: TurnContext, changes: list[MemoryChange], base: int, reason: ProposalReason
 ) -> ToolOutcome:
     try:
         # A proposal a person could never apply helps nobody: check it applies to today's text.
@@ -114,11 +118,15 @@ def _propose(
             ctx.workspace_id, ctx.credential, changes=changes, base_version=base, reason=reason
         )
     except MemframeError as exc:
-        return ToolOutcome("remember_in_memory", "refused", f"Not proposed: {exc}")
-    why = "memory is Read only" if reason == "read_only" else "the memory changed since this message was sent"
+        return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not proposed: {exc}")
+    why = (
+        "memory is Read only"
+        if reason is ProposalReason.READ_ONLY
+        else "the memory changed since this message was sent"
+    )
     return ToolOutcome(
         "remember_in_memory",
-        "proposed",
+        OutcomeKind.PROPOSED,
         f"Not remembered yet: {why}, so the change waits for a person to review (proposal {proposal.id}).",
         proposal_id=proposal.id,
     )
@@ -129,5 +137,5 @@ def _propose_against_newer(automation: Automation, ctx: TurnContext, changes: li
     try:
         version, _ = automation.current_memory(ctx.workspace_id, ctx.credential)
     except MemframeError as exc:
-        return ToolOutcome("remember_in_memory", "refused", f"Not remembered: {exc}")
-    return _propose(automation, ctx, changes, version, "conflict")
+        return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not remembered: {exc}")
+    return _propose(automation, ctx, changes, version, ProposalReason.CONFLICT)

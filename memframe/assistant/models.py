@@ -12,16 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from memframe.core.errors import MemframeError
+from memframe.core.errors import ModelUnavailable
 
 Message = dict[str, Any]
-
-
-class ModelUnavailable(MemframeError):
-    """The model server could not be reached or answered badly; nothing was changed."""
-
-    code = "model_unavailable"
-    status = 502
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from memframe.assistant.document_tools import DocumentTools
 from memframe.assistant.memory_tool import TurnContext
 from memframe.assistant.models import Message, ModelClient
 from memframe.core.recall import attach_to_system_message, render_recall_block
-from memframe.core.turns import CallRecord, ToolOutcome, TurnResult
+from memframe.core.turns import CallRecord, OutcomeKind, ToolOutcome, TurnResult
 from memframe.core.types import RecallStatus
 
 SYSTEM_PROMPT = (
@@ -111,7 +111,7 @@ class Runtime:
             return memory_tool.remember(self.automation, ctx, arguments, seen_revision=seen_revision)
         if name in self._extra:
             return self._extra[name][1](ctx, arguments)
-        return ToolOutcome(name, "error", f"There is no tool called {name!r}.")
+        return ToolOutcome(name, OutcomeKind.ERROR, f"There is no tool called {name!r}.")
 
 
 def _json(value: Any) -> str:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import apply_memory_changes, parse_changes
-from memframe.core.errors import CaptureRefused, MemframeError, NotFound, VersionConflict
+from memframe.core.errors import MemframeError, NotFound, ProposalRetired, VersionConflict
 from memframe.core.paths import proposal_path, transcript_path
-from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
+from memframe.core.turns import AIConsent, Proposal, ProposalRecord, ProposalStatus, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
 from memframe.crypto import open_sealed, opener, seal
 
@@ -177,18 +177,16 @@ class SealedBackend:
         if proposal is None:
             raise NotFound("No such pending proposal.")
         if proposal.clear_generation != self.get_policy().clear_generation:
-            raise CaptureRefused(
-                "This proposal was made before the memory was cleared, so it cannot be applied; dismiss it."
-            )
+            raise ProposalRetired()
         current = self.load()
         if current.version != base_version:
             raise VersionConflict(current.version)
         info = self.save(apply_memory_changes(current.text, list(proposal.changes)), base_version)
-        self.store.resolve_proposal(proposal_id, "applied")
+        self.store.resolve_proposal(proposal_id, ProposalStatus.APPLIED)
         return info
 
     def dismiss_proposal(self, proposal_id: str) -> None:
-        self.store.resolve_proposal(proposal_id, "dismissed")
+        self.store.resolve_proposal(proposal_id, ProposalStatus.DISMISSED)
 
     def close(self) -> None:
         # Already gone (expired, revoked, or the server is down): nothing is left to forget.

@@ -16,6 +16,7 @@ setext (underlined) headings are not recognised.
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import unicodedata
@@ -29,7 +30,9 @@ from memframe.core.types import MEMORY_RECALL_MAX_BYTES, utf8_size
 __all__ = [
     "MAX_EDITS",
     "MAX_LINE_BYTES",
+    "TARGET_GONE",
     "MemoryChange",
+    "RefusalReason",
     "apply_memory_changes",
     "parse_changes",
 ]
@@ -44,6 +47,33 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "replace": ("op", "line", "new_line"),
     "remove": ("op", "line"),
 }
+
+
+class RefusalReason(enum.StrEnum):
+    """Why an edit was refused: `EditRefused.details["reason"]`, matched by clients."""
+
+    AMBIGUOUS = "ambiguous"
+    AMBIGUOUS_HEADING = "ambiguous_heading"
+    BLANK = "blank"
+    INVALID_FIELD = "invalid_field"
+    INVALID_HEADING = "invalid_heading"
+    INVALID_JSON = "invalid_json"
+    INVALID_SHAPE = "invalid_shape"
+    INVISIBLE_CHARACTERS = "invisible_characters"
+    LINE_TOO_LONG = "line_too_long"
+    MEMORY_OVERSIZED = "memory_oversized"
+    MISSING_FIELD = "missing_field"
+    MULTILINE = "multiline"
+    NO_EDITS = "no_edits"
+    NO_MATCH = "no_match"
+    OVERSIZED = "oversized"
+    TOO_MANY = "too_many"
+    UNEXPECTED_FIELD = "unexpected_field"
+    UNKNOWN_OP = "unknown_op"
+
+
+#: The refusals that mean "the line this edit targets changed since it was made", not a bad edit.
+TARGET_GONE = frozenset({RefusalReason.NO_MATCH, RefusalReason.AMBIGUOUS, RefusalReason.AMBIGUOUS_HEADING})
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
@@ -66,7 +96,7 @@ class MemoryChange:
         return {key: value for key, value in fields.items() if value is not None}
 
 
-def _refuse(index: int | None, reason: str, message: str) -> EditRefused:
+def _refuse(index: int | None, reason: RefusalReason, message: str) -> EditRefused:
     where = f"Edit {index}: " if index is not None else ""
     details: dict[str, Any] = {"reason": reason}
     if index is not None:
@@ -80,17 +110,17 @@ def _refuse(index: int | None, reason: str, message: str) -> EditRefused:
 def _check_text(index: int, field: str, value: object) -> str:
     """One line a person can see whole: no breaks, no hidden or reordering characters."""
     if not isinstance(value, str):
-        raise _refuse(index, "invalid_field", f"'{field}' must be a string.")
+        raise _refuse(index, RefusalReason.INVALID_FIELD, f"'{field}' must be a string.")
     if "\n" in value or "\r" in value or "\u2028" in value or "\u2029" in value:
-        raise _refuse(index, "multiline", f"'{field}' must be a single line; split it into separate edits.")
+        raise _refuse(index, RefusalReason.MULTILINE, f"'{field}' must be a single line; split it into separate edits.")
     if not value.strip():
-        raise _refuse(index, "blank", f"'{field}' is empty; give the text of one line.")
+        raise _refuse(index, RefusalReason.BLANK, f"'{field}' is empty; give the text of one line.")
     for ch in value:
         category = unicodedata.category(ch)
         if category in ("Cc", "Cf", "Cs", "Co"):
             raise _refuse(
                 index,
-                "invisible_characters",
+                RefusalReason.INVISIBLE_CHARACTERS,
                 f"'{field}' contains the invisible or control character U+{ord(ch):04X}; "
                 "remove it and use plain visible text.",
             )
@@ -98,7 +128,7 @@ def _check_text(index: int, field: str, value: object) -> str:
     if size > MAX_LINE_BYTES:
         raise _refuse(
             index,
-            "line_too_long",
+            RefusalReason.LINE_TOO_LONG,
             f"'{field}' is {size} bytes; each line may be at most {MAX_LINE_BYTES} UTF-8 bytes. Shorten it.",
         )
     return value
@@ -106,29 +136,29 @@ def _check_text(index: int, field: str, value: object) -> str:
 
 def _check_change(index: int, change: MemoryChange) -> None:
     if change.op not in _OPS:
-        raise _refuse(index, "unknown_op", "'op' must be one of add, replace or remove.")
+        raise _refuse(index, RefusalReason.UNKNOWN_OP, "'op' must be one of add, replace or remove.")
     _check_text(index, "line", change.line)
     if change.op == "replace":
         if change.new_line is None:
-            raise _refuse(index, "missing_field", "a replace needs 'new_line', the line to put in.")
+            raise _refuse(index, RefusalReason.MISSING_FIELD, "a replace needs 'new_line', the line to put in.")
         _check_text(index, "new_line", change.new_line)
     elif change.new_line is not None:
-        raise _refuse(index, "unexpected_field", "only a replace takes 'new_line'.")
+        raise _refuse(index, RefusalReason.UNEXPECTED_FIELD, "only a replace takes 'new_line'.")
     if change.op == "add":
         if change.heading is not None:
             _check_text(index, "heading", change.heading)
             _parse_heading(index, change.heading)
     elif change.heading is not None:
-        raise _refuse(index, "unexpected_field", "only an add takes 'heading'.")
+        raise _refuse(index, RefusalReason.UNEXPECTED_FIELD, "only an add takes 'heading'.")
 
 
 def _check_count(count: int) -> None:
     if count == 0:
-        raise _refuse(None, "no_edits", f"No edits were given; give between 1 and {MAX_EDITS}.")
+        raise _refuse(None, RefusalReason.NO_EDITS, f"No edits were given; give between 1 and {MAX_EDITS}.")
     if count > MAX_EDITS:
         raise _refuse(
             None,
-            "too_many",
+            RefusalReason.TOO_MANY,
             f"{count} edits were given; at most {MAX_EDITS} are allowed in one call.",
         )
 
@@ -145,21 +175,21 @@ def parse_changes(raw: Any) -> list[MemoryChange]:
         try:
             raw = json.loads(raw)
         except ValueError:
-            raise _refuse(None, "invalid_json", "The edits are not valid JSON.") from None
+            raise _refuse(None, RefusalReason.INVALID_JSON, "The edits are not valid JSON.") from None
     if isinstance(raw, dict):
         if set(raw) != {"edits"}:
-            raise _refuse(None, "invalid_shape", 'Give the edits as {"edits": [...]} with no other keys.')
+            raise _refuse(None, RefusalReason.INVALID_SHAPE, 'Give the edits as {"edits": [...]} with no other keys.')
         raw = raw["edits"]
     if not isinstance(raw, list):
-        raise _refuse(None, "invalid_shape", "The edits must be a list of edit objects.")
+        raise _refuse(None, RefusalReason.INVALID_SHAPE, "The edits must be a list of edit objects.")
     _check_count(len(raw))
     changes: list[MemoryChange] = []
     for index, item in enumerate(raw, start=1):
         if not isinstance(item, dict):
-            raise _refuse(index, "invalid_shape", "each edit must be an object with 'op' and 'line'.")
+            raise _refuse(index, RefusalReason.INVALID_SHAPE, "each edit must be an object with 'op' and 'line'.")
         op = item.get("op")
         if op not in _OPS:
-            raise _refuse(index, "unknown_op", "'op' must be one of add, replace or remove.")
+            raise _refuse(index, RefusalReason.UNKNOWN_OP, "'op' must be one of add, replace or remove.")
         op = cast(Op, op)
         # A null for a field this op does not take is accepted: strict JSON-schema tool
         # calling sends every property, using null for the ones that do not apply.
@@ -168,11 +198,11 @@ def parse_changes(raw: Any) -> list[MemoryChange]:
             allowed = ", ".join(_FIELDS[op])
             raise _refuse(
                 index,
-                "unexpected_field",
+                RefusalReason.UNEXPECTED_FIELD,
                 f"a {op} does not take {', '.join(unknown)}; its fields are {allowed}.",
             )
         if "line" not in item:
-            raise _refuse(index, "missing_field", "'line' is required.")
+            raise _refuse(index, RefusalReason.MISSING_FIELD, "'line' is required.")
         change = MemoryChange(
             op=op,
             line=item["line"],
@@ -203,9 +233,9 @@ def _parse_heading(index: int, heading: str) -> tuple[int | None, str]:
     assert match is not None  # the pattern matches every string
     hashes, title = match.group(1), _CLOSING_HASHES.sub("", match.group(2)).strip()
     if len(hashes) > 6:
-        raise _refuse(index, "invalid_heading", "'heading' may have at most six '#' marks.")
+        raise _refuse(index, RefusalReason.INVALID_HEADING, "'heading' may have at most six '#' marks.")
     if not title:
-        raise _refuse(index, "blank", "'heading' has no title after its '#' marks.")
+        raise _refuse(index, RefusalReason.BLANK, "'heading' has no title after its '#' marks.")
     return (len(hashes) or None), title
 
 
@@ -269,14 +299,14 @@ class _Document:
         if not found:
             raise _refuse(
                 index,
-                "no_match",
+                RefusalReason.NO_MATCH,
                 f"the {change.op} target matches no line in memory. Copy one whole line "
                 "exactly as it appears now, including any '- ' or '#' markers.",
             )
         if len(found) > 1:
             raise _refuse(
                 index,
-                "ambiguous",
+                RefusalReason.AMBIGUOUS,
                 f"the {change.op} target matches {len(found)} lines in memory; it must match "
                 "exactly one. Target a line that appears only once.",
             )
@@ -302,7 +332,7 @@ class _Document:
         if len(found) > 1:
             raise _refuse(
                 index,
-                "ambiguous_heading",
+                RefusalReason.AMBIGUOUS_HEADING,
                 f"the heading matches {len(found)} headings in memory; name one that appears "
                 "once (with its '#' level if the title repeats at other levels), or add the line "
                 "without a heading.",
@@ -346,7 +376,7 @@ def apply_memory_changes(text: str, changes: Sequence[MemoryChange]) -> str:
     if size > MEMORY_RECALL_MAX_BYTES:
         raise _refuse(
             None,
-            "memory_oversized",
+            RefusalReason.MEMORY_OVERSIZED,
             f"Memory is {size} bytes, over the {MEMORY_RECALL_MAX_BYTES}-byte limit; a person "
             "must shorten it before the Assistant can change it.",
         )
@@ -366,7 +396,7 @@ def apply_memory_changes(text: str, changes: Sequence[MemoryChange]) -> str:
     if size > MEMORY_RECALL_MAX_BYTES:
         raise _refuse(
             None,
-            "oversized",
+            RefusalReason.OVERSIZED,
             f"These edits would make memory {size} bytes, over the {MEMORY_RECALL_MAX_BYTES}-byte "
             "limit. Nothing was changed; remove or shorten lines instead.",
         )

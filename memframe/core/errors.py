@@ -13,20 +13,37 @@
     ├── PolicyConflict          409  the expected policy revision is stale
     ├── FenceRefused            409  the commit fence retired an automatic write
     ├── NamespaceReserved       403  an automation route touched the memory namespace
-    ├── CaptureRefused          409  automatic capture is not allowed now (mode, size, replay)
+    ├── CaptureRefused          409  automatic capture is not allowed now (mode, deleted, replay)
+    ├── AIDisabled              409  workspace AI is off: nothing is sent to a model
+    ├── ProposalRetired         409  a proposal made before a Clear cannot be applied
+    ├── KeySessionUnavailable   409  the key session is closed, expired, revoked or unknown
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
     ├── KeyFileError            400  a key file is missing or unreadable
-    └── Unavailable             503  offline, timed out, or the server failed
+    ├── ModelUnavailable        502  the Assistant's model server failed; memory is untouched
+    ├── SchemaTooNew            500  the database was written by a newer memframe
+    ├── MCPUnavailable          500  the MCP SDK (version 2) is not installed
+    └── Unavailable             503  the memory service is offline, timed out, or failed
 
-The HTTP layer maps to and from these in exactly one place: `to_payload`
-on the way out and `error_from_payload` on the way back, so the server and
-the remote client can never disagree about what a status means.
+`KeySessionUnavailable` and `ModelUnavailable` are deliberately not kinds of
+`Unavailable`: that family means "the memory service cannot be reached", and a
+client that sees it says it is offline. A closed key session is a state the
+person resolves by opening a new one (a conflict, 409), and a model outage
+leaves the memory server and the memory itself working (a bad gateway, 502).
+
+Every subclass registers its `code` when it is defined (`__init_subclass__`),
+wherever it is defined, so each code names exactly one class. The HTTP layer
+maps to and from these in exactly one place: `status`/`to_payload` on the way
+out and `error_from_payload` (each class's `from_payload`) on the way back, so
+the server and the remote client can never disagree about what a status means.
 Messages never carry memory text, ciphertext or keys.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
+
+#: Every error class by its wire `code`; filled as each class is defined.
+_BY_CODE: dict[str, type[MemframeError]] = {}
 
 
 class MemframeError(Exception):
@@ -35,9 +52,19 @@ class MemframeError(Exception):
     code: ClassVar[str] = "error"
     status: ClassVar[int] = 500
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register the new class under its own code, so `error_from_payload` can rebuild it."""
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            raise TypeError(f"{cls.__qualname__} must declare its own error code.")
+        taken = _BY_CODE.get(cls.code)
+        if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"The error code {cls.code!r} already names {taken.__qualname__}.")
+        _BY_CODE[cls.code] = cls
+
     def __init__(self, message: str = "", **details: Any) -> None:
-        super().__init__(message or self.__class__.__doc__ or self.code)
-        self.message = message or (self.__class__.__doc__ or self.code).strip().splitlines()[0]
+        self.message = message or _first_line(self.__class__.__doc__) or self.code
+        super().__init__(self.message)
         self.details = details
 
     def __str__(self) -> str:
@@ -45,6 +72,16 @@ class MemframeError(Exception):
 
     def to_payload(self) -> dict[str, Any]:
         return {"error": self.code, "message": self.message, **self.details}
+
+    @classmethod
+    def from_payload(cls, message: str, payload: dict[str, Any]) -> Self:
+        """This error again, from the payload `to_payload` made; classes with arguments override it."""
+        extra = {k: v for k, v in payload.items() if k not in ("error", "message")}
+        return cls(message, **extra)
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().split("\n", 1)[0]
 
 
 class InvalidInput(MemframeError):
@@ -112,6 +149,10 @@ class VersionConflict(MemframeError):
         )
         self.current_version = current_version
 
+    @classmethod
+    def from_payload(cls, message: str, payload: dict[str, Any]) -> Self:
+        return cls(int(payload.get("current_version", 0)), message)
+
 
 class DocumentDeleted(VersionConflict):
     """The document was deleted; a plain write does not bring it back."""
@@ -142,6 +183,10 @@ class PolicyConflict(MemframeError):
         self.current_revision = current_revision
         self.current_mode = current_mode
 
+    @classmethod
+    def from_payload(cls, message: str, payload: dict[str, Any]) -> Self:
+        return cls(int(payload.get("current_revision", 0)), str(payload.get("current_mode", "")), message)
+
 
 class FenceRefused(MemframeError):
     """The commit fence refused the automatic write; nothing was written."""
@@ -164,6 +209,34 @@ class CaptureRefused(MemframeError):
     status = 409
 
 
+class AIDisabled(MemframeError):
+    """Workspace AI is off for this workspace; nothing was sent to a model.
+
+    Consent is the person's, separate from the memory mode: no mode turns it on.
+    """
+
+    code = "ai_disabled"
+    status = 409
+
+
+class ProposalRetired(MemframeError):
+    """This proposal was made before the memory was cleared, so it cannot be applied; dismiss it.
+
+    Read only proposals carry the Clear generation they were made under; a Clear
+    retires every one made before it, as it retires every older admission.
+    """
+
+    code = "proposal_retired"
+    status = 409
+
+
+class KeySessionUnavailable(MemframeError):
+    """The key session is closed, expired or unknown; open a new one."""
+
+    code = "key_session_unavailable"
+    status = 409
+
+
 class DecryptionFailed(MemframeError):
     """The text could not be decrypted: wrong key, or the stored data was altered or moved."""
 
@@ -178,23 +251,32 @@ class KeyFileError(MemframeError):
     status = 400
 
 
+class ModelUnavailable(MemframeError):
+    """The Assistant's model server could not be reached or answered badly; memory was not changed."""
+
+    code = "model_unavailable"
+    status = 502
+
+
+class SchemaTooNew(MemframeError):
+    """The database was written by a newer memframe."""
+
+    code = "schema_too_new"
+    status = 500
+
+
+class MCPUnavailable(MemframeError):
+    """The `mcp` package (version 2) is not installed."""
+
+    code = "mcp_unavailable"
+    status = 500
+
+
 class Unavailable(MemframeError):
     """The memory service cannot be reached right now; nothing was changed."""
 
     code = "unavailable"
     status = 503
-
-
-_BY_CODE: dict[str, type[MemframeError]] = {}
-
-
-def _register(cls: type[MemframeError]) -> None:
-    _BY_CODE[cls.code] = cls
-    for sub in cls.__subclasses__():
-        _register(sub)
-
-
-_register(MemframeError)
 
 
 def error_from_payload(status: int, payload: Any) -> MemframeError:
@@ -205,14 +287,13 @@ def error_from_payload(status: int, payload: Any) -> MemframeError:
         if status == 404:
             return NotFound()
         return Unavailable(f"The server answered with status {status}.")
-    code = payload["error"]
     message = str(payload.get("message") or "")
-    cls = _BY_CODE.get(code)
-    if cls is VersionConflict or cls is DocumentDeleted:
-        return cls(int(payload.get("current_version", 0)), message)
-    if cls is PolicyConflict:
-        return PolicyConflict(int(payload.get("current_revision", 0)), str(payload.get("current_mode", "")), message)
-    if cls is None or cls is MemframeError:
+    cls = _BY_CODE.get(payload["error"])
+    if cls is None:
         return Unavailable(message or f"The server answered with status {status}.")
-    extra = {k: v for k, v in payload.items() if k not in ("error", "message")}
-    return cls(message, **extra)
+    return cls.from_payload(message, payload)
+
+
+def error_classes() -> tuple[type[MemframeError], ...]:
+    """Every registered error class (each code once), for tests and documentation."""
+    return tuple(_BY_CODE.values())

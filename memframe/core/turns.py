@@ -6,10 +6,37 @@ client holding the workspace key can build.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from memframe.core.edits import MemoryChange
 from memframe.core.types import RecallStatus, VersionInfo
+
+
+class OutcomeKind(enum.StrEnum):
+    """What a tool call did; only REMEMBERED is a committed receipt ("Remembered")."""
+
+    REMEMBERED = "remembered"
+    PROPOSED = "proposed"
+    OFF = "off"
+    REFUSED = "refused"
+    ERROR = "error"
+    OK = "ok"
+
+
+class ProposalStatus(enum.StrEnum):
+    """A proposal waits for a person, who applies it (after their own Save) or dismisses it."""
+
+    PENDING = "pending"
+    APPLIED = "applied"
+    DISMISSED = "dismissed"
+
+
+class ProposalReason(enum.StrEnum):
+    """Why the Assistant proposed instead of committing."""
+
+    READ_ONLY = "read_only"  # the admission was Read only
+    CONFLICT = "conflict"  # Auto, but the memory changed meanwhile: never an automatic rebase
 
 
 @dataclass(frozen=True)
@@ -50,9 +77,9 @@ class ProposalRecord:
     admission_id: str
     base_version: int
     clear_generation: int
-    reason: str
+    reason: ProposalReason
     sealed_edits: bytes
-    status: str
+    status: ProposalStatus
     created_at: float
 
 
@@ -63,7 +90,7 @@ class Proposal:
     id: str
     base_version: int
     clear_generation: int
-    reason: str
+    reason: ProposalReason
     changes: tuple[MemoryChange, ...]
     created_at: float
 
@@ -82,7 +109,7 @@ class ToolOutcome:
     """What a tool call did, for the person (the UI) and the model (`message`)."""
 
     tool: str
-    kind: str  # remembered | proposed | off | refused | error | ok
+    kind: OutcomeKind
     message: str
     version: int | None = None
     proposal_id: str | None = None
@@ -90,7 +117,7 @@ class ToolOutcome:
     @property
     def committed(self) -> bool:
         """Only a committed receipt may be shown as "Remembered"."""
-        return self.kind == "remembered"
+        return self.kind == OutcomeKind.REMEMBERED
 
 
 @dataclass

@@ -10,18 +10,11 @@ local name) to publish their input and output schemas.
 
 from typing import TYPE_CHECKING, Any
 
-from memframe.core.errors import MemframeError
+from memframe.core.errors import MCPUnavailable, MemframeError
 from memframe.mcp.tools import INSTRUCTIONS, NoteTools, ToolText, error_line
 
 if TYPE_CHECKING:
     from memframe.backend.sealed import SealedBackend
-
-
-class MCPUnavailable(MemframeError):
-    """The `mcp` package (version 2) is not installed."""
-
-    code = "mcp_unavailable"
-    status = 500
 
 
 def require_mcp() -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memframe.core.errors import (
-    CaptureRefused,
+    AIDisabled,
     DecryptionFailed,
     DocumentDeleted,
     InvalidInput,
@@ -208,7 +208,7 @@ class NoteTools:
         conversation = conversation_id or f"mcp-{secrets.token_hex(6)}"
         with self._lock:
             if not self.backend.get_ai().enabled:  # before any key leaves this machine
-                raise CaptureRefused(
+                raise AIDisabled(
                     "Workspace AI is off for this workspace; a person turns it on with 'memframe ai on'. "
                     "Nothing was sent."
                 )

@@ -14,7 +14,7 @@ import sqlite3
 from typing import NamedTuple
 
 from memframe import crypto
-from memframe.core.errors import CaptureRefused, DecryptionFailed, InvalidInput, NotFound
+from memframe.core.errors import AIDisabled, DecryptionFailed, InvalidInput, KeySessionUnavailable, NotFound
 from memframe.core.memory_state import MemoryState
 from memframe.core.turns import AIConsent, KeySessionInfo, RecallResult, Receipt
 from memframe.core.types import MEMORY_PATH, MEMORY_RECALL_MAX_BYTES, Mode, Policy, RecallStatus
@@ -32,7 +32,6 @@ from memframe.service.admissions import (
 )
 from memframe.service.capture import CaptureMixin
 from memframe.service.documents import DocumentsMixin
-from memframe.service.keysessions import KeySessionUnavailable
 from memframe.service.policy import read_policy
 from memframe.service.transcript import TranscriptMixin
 
@@ -118,7 +117,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             require_member(conn, user, workspace_id)
             consent = read_consent(conn, workspace_id)
             if not consent.enabled:
-                raise CaptureRefused("Workspace AI is off for this workspace; turn it on to talk to the Assistant.")
+                raise AIDisabled("Workspace AI is off for this workspace; turn it on to talk to the Assistant.")
             self._claim_conversation(conn, user, workspace_id, conversation_id, now)
             row = conn.execute(
                 f"SELECT {ADMISSION_COLUMNS} FROM workspace_memory_admissions"

@@ -14,12 +14,13 @@ import json
 import secrets
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from memframe import crypto
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, VersionConflict
 from memframe.core.paths import proposal_path
-from memframe.core.turns import CaptureReceipt, ProposalRecord
+from memframe.core.turns import CaptureReceipt, ProposalReason, ProposalRecord, ProposalStatus
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.accounts import require_member
@@ -178,6 +179,7 @@ class CaptureMixin(AssistantBase):
         reason: str,
     ) -> ProposalRecord:
         """A reviewable change for a person: sealed, tagged with the generation it was made under."""
+        why = _proposal_reason(reason)
         with self.db.read() as conn:
             admission = self._live_admission_for(conn, workspace_id, credential)
         if admission.mode is Mode.OFF:
@@ -192,9 +194,9 @@ class CaptureMixin(AssistantBase):
             admission.id,
             base_version,
             admission.clear_generation,
-            reason,
+            why,
             sealed,
-            "pending",
+            ProposalStatus.PENDING,
             now,
         )
         with self.db.write() as conn:
@@ -205,11 +207,13 @@ class CaptureMixin(AssistantBase):
             )
         return record
 
-    def proposals(self, user: str, workspace_id: str, *, status: str = "pending") -> list[ProposalRecord]:
+    def proposals(
+        self, user: str, workspace_id: str, *, status: ProposalStatus = ProposalStatus.PENDING
+    ) -> list[ProposalRecord]:
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
             return [
-                ProposalRecord(*row)
+                _proposal_record(row)
                 for row in conn.execute(
                     "SELECT id, workspace_id, admission_id, base_version, clear_generation, reason,"
                     " sealed_edits, status, created_at FROM workspace_memory_proposals"
@@ -220,7 +224,7 @@ class CaptureMixin(AssistantBase):
 
     def resolve_proposal(self, user: str, workspace_id: str, proposal_id: str, status: str) -> None:
         """A person marks a proposal applied (after their own Save) or dismissed."""
-        if status not in ("applied", "dismissed"):
+        if status not in (ProposalStatus.APPLIED, ProposalStatus.DISMISSED):
             raise InvalidInput("A proposal is resolved as applied or dismissed.")
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
@@ -245,3 +249,26 @@ def _request_hash(changes: Sequence[MemoryChange], expected_version: int) -> str
     # The same bytes as hashing json.loads(_edits_json(...)), without the round trip.
     body = json.dumps({"edits": _edit_dicts(changes), "expected": expected_version}, sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _proposal_reason(reason: str) -> ProposalReason:
+    try:
+        return ProposalReason(reason)
+    except ValueError:
+        raise InvalidInput("A proposal's reason is read_only or conflict.") from None
+
+
+def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
+    """A stored row, with its reason and status as the contract's values rather than bare text."""
+    pid, workspace_id, admission_id, base_version, generation, reason, sealed, status, created_at = row
+    return ProposalRecord(
+        pid,
+        workspace_id,
+        admission_id,
+        base_version,
+        generation,
+        ProposalReason(reason),
+        sealed,
+        ProposalStatus(status),
+        created_at,
+    )

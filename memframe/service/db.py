@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memframe.core.errors import MemframeError, Unavailable
+from memframe.core.errors import SchemaTooNew, Unavailable
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -41,13 +41,6 @@ _ROWS_PER_INSERT = 200
 #: A `write_soon` row: (table, columns, values).
 _SoonRow = tuple[str, tuple[str, ...], Sequence[Any]]
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-
-
-class SchemaTooNew(MemframeError):
-    """The database was written by a newer memframe."""
-
-    code = "schema_too_new"
-    status = 500
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from memframe.core.errors import MemframeError
 from memframe.core.recall import withheld_reason
-from memframe.core.turns import AIConsent, CallRecord, ToolOutcome, TurnResult
+from memframe.core.turns import AIConsent, CallRecord, OutcomeKind, ToolOutcome, TurnResult
 from memframe.core.types import RecallStatus
 
 MEMORY_TOOL = "remember_in_memory"
@@ -95,10 +95,10 @@ def outcome_line(outcome: ToolOutcome) -> tuple[str, str]:
         return f"{outcome.tool}: {outcome.kind}", "dim"
     if outcome.committed:
         return f"✓ Remembered (memory version {outcome.version})", "bold green"
-    if outcome.kind == "proposed":
+    if outcome.kind == OutcomeKind.PROPOSED:
         ref = f" {outcome.proposal_id}" if outcome.proposal_id else ""
         return f"○ Not remembered yet: proposal{ref} waits for your review (f3 opens Proposals)", "yellow"
-    if outcome.kind == "off":
+    if outcome.kind == OutcomeKind.OFF:
         return "Not remembered: memory is Off for this workspace", "dim"
     message = outcome.message if outcome.message.startswith("Not ") else f"Not remembered: {outcome.message}"
     return f"✗ {message}", "red"

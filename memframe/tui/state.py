@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass
 
 from memframe.backend.save_state import SaveState
+from memframe.core.edits import TARGET_GONE, RefusalReason
 from memframe.core.errors import EditRefused, MemframeError, VersionConflict
 from memframe.core.turns import Proposal
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
@@ -190,10 +191,6 @@ class DocumentState:
         self.say(_failure(outcome, error), error=True)
 
 
-#: EditRefused reasons that mean the line a proposal targets has changed since it was made.
-TARGET_GONE = ("no_match", "ambiguous", "ambiguous_heading")
-
-
 def _success(outcome: WriteOutcome) -> str:
     assert outcome.info is not None
     version = outcome.info.version
@@ -236,7 +233,9 @@ def target_changed(proposal: Proposal | None, base_version: int, error: EditRefu
         change = proposal.changes[index - 1]
         edit = f" (edit {index}: {change.op} {change.line!r})"
     where = f"version {base_version}"
-    what = {"no_match": "is no longer in", "ambiguous": "now appears more than once in"}.get(
-        str(error.details.get("reason")), "goes under a heading that now appears more than once in"
-    )
+    phrases: dict[str, str] = {
+        RefusalReason.NO_MATCH: "is no longer in",
+        RefusalReason.AMBIGUOUS: "now appears more than once in",
+    }
+    what = phrases.get(str(error.details.get("reason")), "goes under a heading that now appears more than once in")
     return f"the line this proposal changes{edit} {what} {where}"

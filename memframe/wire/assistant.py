@@ -10,7 +10,18 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from memframe.core.turns import AIConsent, CallRecord, KeySessionInfo, ProposalRecord, Receipt, ToolOutcome, TurnResult
+from memframe.core.turns import (
+    AIConsent,
+    CallRecord,
+    KeySessionInfo,
+    OutcomeKind,
+    ProposalReason,
+    ProposalRecord,
+    ProposalStatus,
+    Receipt,
+    ToolOutcome,
+    TurnResult,
+)
 from memframe.core.types import RecallStatus
 from memframe.wire.base import Sealed, WireIn, WireOut, decode_base64
 
@@ -64,7 +75,7 @@ class CallRecordOut(WireOut):
 
 class ToolOutcomeOut(WireOut):
     tool: str
-    kind: str
+    kind: OutcomeKind
     message: str
     version: int | None = None
     proposal_id: str | None = None
@@ -114,9 +125,9 @@ class ProposalOut(WireOut):
     admission_id: str
     base_version: int
     clear_generation: int
-    reason: str
+    reason: ProposalReason
     sealed_edits: Sealed = Field(json_schema_extra={"contentEncoding": "base64"})
-    status: str
+    status: ProposalStatus
     created_at: float
 
     def record(self) -> ProposalRecord:

@@ -7,11 +7,18 @@ import sqlite3
 import pytest
 
 from memframe import crypto
-from memframe.core.errors import CaptureRefused, DecryptionFailed, InvalidInput, NotFound, Unauthorized
+from memframe.core.errors import (
+    AIDisabled,
+    DecryptionFailed,
+    InvalidInput,
+    KeySessionUnavailable,
+    NotFound,
+    Unauthorized,
+)
 from memframe.core.types import Mode, RecallStatus
 from memframe.service import db as db_module
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.keysessions import KeySessions, KeySessionUnavailable
+from memframe.service.keysessions import KeySessions
 from tests.assistant.conftest import Stage
 
 
@@ -32,7 +39,7 @@ def test_consent_changes_bump_the_revision(stage: Stage) -> None:
 
 def test_sends_are_refused_while_ai_is_off(stage: Stage) -> None:
     stage.assistant.set_ai(LOCAL_USER, "ws", False)
-    with pytest.raises(CaptureRefused, match="Workspace AI is off"):
+    with pytest.raises(AIDisabled, match="Workspace AI is off"):
         stage.admit()
 
 

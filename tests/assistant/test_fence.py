@@ -7,11 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from memframe.core.edits import MemoryChange
-from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, VersionConflict
+from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, KeySessionUnavailable, VersionConflict
 from memframe.core.types import Author, Mode, Operation
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import Admission
-from memframe.service.keysessions import KeySessionUnavailable
 from tests.assistant.conftest import Stage
 
 ADD = [MemoryChange("add", "- prefers tea")]

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from memframe.assistant.models import ModelUnavailable, OpenAIChatModel
+from memframe.assistant.models import OpenAIChatModel
+from memframe.core.errors import ModelUnavailable
 
 
 class FakeChat:

@@ -11,7 +11,7 @@ import pytest
 from memframe import crypto
 from memframe.assistant.models import Message, ModelReply, ScriptedModel, ToolCall
 from memframe.backend.local import LocalBackend
-from memframe.core.errors import CaptureRefused, EditRefused
+from memframe.core.errors import EditRefused, ProposalRetired
 from memframe.core.types import Author, Mode, Operation, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -139,7 +139,7 @@ def test_a_proposal_made_before_a_clear_is_refused(svc: MemoryService, key: byte
     b.send("c", "remember: - x")
     [proposal] = b.proposals()
     b.clear(1)
-    with pytest.raises(CaptureRefused, match="before the memory was cleared"):
+    with pytest.raises(ProposalRetired, match="before the memory was cleared"):
         b.apply_proposal(proposal.id, 2)
     assert b.load().text == ""
 

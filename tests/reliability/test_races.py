@@ -43,8 +43,10 @@ from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import (
+    AIDisabled,
     CaptureRefused,
     FenceRefused,
+    KeySessionUnavailable,
     MemframeError,
     NotFound,
     PolicyConflict,
@@ -54,7 +56,6 @@ from memframe.core.types import MEMORY_PATH, Mode, Operation, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import ADMISSION_SECONDS
-from memframe.service.keysessions import KeySessionUnavailable
 from tests.conftest import FakeClock
 from tests.reliability.conftest import fast_dir
 from tests.reliability.linearizability import Op, State, linearize, memframe_step, replay
@@ -249,7 +250,7 @@ class PolicyMachine(RuleBasedStateMachine):
             LOCAL_USER, "ws", conversation, idempotency_key=idempotency_key, key_session_id=session, memory_state=None
         )
         if not self.ai:
-            with pytest.raises(CaptureRefused):
+            with pytest.raises(AIDisabled):
                 call()
             return
         a = call()

@@ -12,7 +12,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
-from memframe.core.errors import CaptureRefused, Unavailable
+from memframe.core.errors import AIDisabled, Unavailable
 from memframe.core.types import Mode, RecallStatus
 from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConflictScreen
@@ -238,7 +238,7 @@ def test_a_refused_send_becomes_a_message_and_keeps_the_words(stage: Stage) -> N
         screen = await open_assistant(pilot)
         await ask(pilot, "hello")  # AI is off
         exchange = screen.conversation.exchanges[0]
-        assert isinstance(exchange.error, CaptureRefused)
+        assert isinstance(exchange.error, AIDisabled)
         assert "Not sent: Workspace AI is off" in said(screen, "#assistant-message")
         assert screen.query_one(Input).value == "hello"
         stage.other.set_ai(True)

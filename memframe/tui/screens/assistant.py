@@ -25,7 +25,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, ListItem, ListView, Static
 
 from memframe.backend.base import Backend
-from memframe.core.turns import AIConsent
+from memframe.core.turns import AIConsent, OutcomeKind
 from memframe.core.types import Policy
 from memframe.tui import assistant_calls
 from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
@@ -198,7 +198,7 @@ class AssistantScreen(Screen[None]):
         committed = [o.version for o in outcome.result.outcomes if o.committed and o.version is not None]
         if committed:
             self.post_message(self.CatchUp(max(committed)))
-        if any(o.kind == "proposed" for o in outcome.result.outcomes):
+        if any(o.kind == OutcomeKind.PROPOSED for o in outcome.result.outcomes):
             self._say("A proposal waits for your review: f3 opens Proposals.")
 
     # --- keys ----------------------------------------------------------------------------------

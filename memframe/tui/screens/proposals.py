@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from memframe.backend.base import Backend
+from memframe.core.turns import ProposalReason
 from memframe.tui import assistant_calls
 from memframe.tui.assistant_calls import BEFORE_CLEAR, ProposalView
 from memframe.tui.messages import ProposalDismissed, ProposalsLoaded, Tickets
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from memframe.core.turns import Proposal
 
 #: Why the Assistant proposed rather than remembered, in a few words.
-REASONS = {"read_only": "memory was Read only", "conflict": "memory changed meanwhile"}
+REASONS = {ProposalReason.READ_ONLY: "memory was Read only", ProposalReason.CONFLICT: "memory changed meanwhile"}
 
 
 class ProposalsScreen(Screen[None]):
