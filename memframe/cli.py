@@ -117,8 +117,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.remote:
         from memframe import crypto
 
+        from memframe.backend.workspaces import prove_key
+
         backend_check = _remote_probe(args)
-        path = write_key(crypto.new_key(), args.workspace, remote_url=args.remote, passphrase=passphrase)
+        key = crypto.new_key()
+        prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # writes the key check
+        path = write_key(key, args.workspace, remote_url=args.remote, passphrase=passphrase)
         _out(f"Workspace {args.workspace!r} on {backend_check}: key created at {path} (mode 0600).")
         _out("The key stays on this machine; share it with 'memframe key export'.")
         return 0
@@ -283,8 +287,22 @@ def cmd_key(args: argparse.Namespace) -> int:
     raw = _read_bytes(args.file)
     passphrase = os.environ.get("MEMFRAME_EXPORT_PASSPHRASE") or _prompt("Passphrase of the exported key: ")
     key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}")
+    from memframe.backend.workspaces import prove_key
+
+    prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # a wrong key is not kept
     path = write_key(key, args.workspace, remote_url=args.remote, overwrite=args.force)
     _out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {crypto.key_fingerprint(key)}).")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    backend = _backend(args)
+    try:
+        checked = backend.verify()
+    finally:
+        backend.close()
+    total = sum(version for _, version in checked)
+    _out(f"The history of {args.workspace!r} chains: {len(checked)} documents, {total} versions verified.")
     return 0
 
 
@@ -469,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--force", action="store_true", help="import over an existing key")
 
+    add("verify", cmd_verify, "walk every document's whole history and report the first break")
     p = add("ai", cmd_ai, "show or switch workspace AI: on or off")
     p.add_argument("state", nargs="?", choices=["on", "off"])
     p = add("chat", cmd_chat, "talk to the Assistant (memory recalled before every model call)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path
+from pydantic import BaseModel, Field
 
 from memframe.api.assistant_schemas import (
     AIConsentIn,
@@ -28,6 +29,7 @@ from memframe.api.assistant_schemas import (
 )
 from memframe.api.deps import Endpoint, Service, User, WorkspaceId
 from memframe.api.schemas import decode_base64, encode_base64, error_responses
+from memframe.core.errors import InvalidInput
 
 router = APIRouter(tags=["assistant"])
 ConversationId = Annotated[str, Path(max_length=100, description="The conversation id, chosen by the client.")]
@@ -42,6 +44,26 @@ def get_ai(workspace_id: WorkspaceId, user: User, service: Service) -> AIConsent
 def set_ai(workspace_id: WorkspaceId, body: AIConsentIn, user: User, service: Service) -> AIConsentOut:
     """Enable or disable workspace AI; a change bumps the consent revision."""
     return AIConsentOut.of(service.assistant.set_ai(user, workspace_id, body.enabled))
+
+
+class KeyCheck(BaseModel):
+    """HMAC-SHA256(key, "memframe key check v1" + workspace id): proves a key, decrypts nothing."""
+
+    keyCheck: str | None = Field(default=None, description="64 hex digits; null until a key holder writes it.")
+
+
+@router.get("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404))
+def get_key_check(workspace_id: WorkspaceId, user: User, service: Service) -> KeyCheck:
+    """The workspace's key check, so a client can prove its key before using it."""
+    return KeyCheck(keyCheck=service.get_key_check(user, workspace_id))
+
+
+@router.put("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404, 422))
+def set_key_check(workspace_id: WorkspaceId, body: KeyCheck, user: User, service: Service) -> KeyCheck:
+    """Written once by the first key holder; another value later is refused (wrong_key)."""
+    if body.keyCheck is None:
+        raise InvalidInput("keyCheck is required.")
+    return KeyCheck(keyCheck=service.set_key_check(user, workspace_id, body.keyCheck))
 
 
 @router.post("/api/v1/workspaces/{workspace_id}/key-sessions", responses=error_responses(401, 404, 422))

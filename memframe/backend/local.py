@@ -103,6 +103,12 @@ class LocalStore:
     def set_ai(self, enabled: bool) -> AIConsent:
         return self.service.assistant.set_ai(self.user, self.workspace_id, enabled)
 
+    def get_key_check(self) -> str | None:
+        return self.service.get_key_check(self.user, self.workspace_id)
+
+    def set_key_check(self, key_check: str) -> None:
+        self.service.set_key_check(self.user, self.workspace_id, key_check)
+
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         return self.service.assistant.open_key_session(self.user, self.workspace_id, key)
 
