@@ -116,7 +116,6 @@ def cmd_init(args: argparse.Namespace) -> int:
         passphrase = os.environ.get("MEMFRAME_PASSPHRASE") or _new_passphrase()
     if args.remote:
         from memframe import crypto
-
         from memframe.backend.workspaces import prove_key
 
         backend_check = _remote_probe(args)

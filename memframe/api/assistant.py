@@ -52,7 +52,7 @@ class KeyCheck(BaseModel):
     keyCheck: str | None = Field(default=None, description="64 hex digits; null until a key holder writes it.")
 
 
-@router.get("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404))
+@router.get("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404, 422))
 def get_key_check(workspace_id: WorkspaceId, user: User, service: Service) -> KeyCheck:
     """The workspace's key check, so a client can prove its key before using it."""
     return KeyCheck(keyCheck=service.get_key_check(user, workspace_id))

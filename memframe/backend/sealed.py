@@ -20,6 +20,7 @@ from memframe.core.errors import (
     CaptureRefused,
     ChainBroken,
     DecryptionFailed,
+    InvalidInput,
     MemframeError,
     NotFound,
     VersionConflict,
@@ -101,6 +102,8 @@ class SealedBackend:
 
     def _seal_next(self, path: str, text: str, base_version: int) -> bytes:
         """Seal version base+1, chained onto the base's ciphertext (fetched only if not held)."""
+        if base_version < 0:
+            raise InvalidInput("The base version cannot be negative.")
         previous: bytes | None = None
         held = self._heads.get(path)
         if base_version > 0:

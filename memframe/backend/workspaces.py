@@ -121,7 +121,8 @@ def prove_key(
         from memframe.service import MemoryService
         from memframe.service.accounts import LOCAL_USER
 
-        store = LocalStore(MemoryService(db_path or paths.local_database()), workspace_id, LOCAL_USER, owns_service=True)
+        service = MemoryService(db_path or paths.local_database())
+        store = LocalStore(service, workspace_id, LOCAL_USER, owns_service=True)
     from memframe.backend.heads import SeenHeads
     from memframe.backend.sealed import SealedBackend
 

@@ -76,7 +76,7 @@ def insert_version(
     if ciphertext is not None and len(ciphertext) > MAX_DOCUMENT_BYTES:
         raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
     if ciphertext is not None:
-        check_link(conn, workspace_id, path, version, ciphertext)
+        check_well_formed(ciphertext)
     size = 0 if ciphertext is None else plaintext_size(ciphertext)
     digest = "" if ciphertext is None else content_hash(ciphertext)
     conn.execute(
@@ -108,36 +108,12 @@ def insert_version(
 def check_well_formed(ciphertext: bytes) -> None:
     """The door: a stored text must be a well-formed v2 sealed text (the server cannot read it,
     but it can refuse what is too short, in an old format, or claims a size it cannot have)."""
+    if len(ciphertext) > MAX_DOCUMENT_BYTES:
+        raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
     if len(ciphertext) < crypto.V1_OVERHEAD or not crypto.is_well_formed(ciphertext):
         raise InvalidInput(
             f"The body is not a sealed text in memframe's format (at least {crypto.SEALED_EMPTY_BYTES} bytes,"
             " with its header); nothing was written."
-        )
-
-
-def check_link(conn: sqlite3.Connection, workspace_id: str, path: str, version: int, ciphertext: bytes) -> None:
-    """Refuse a version that does not chain onto the one before it: its header must name the
-    previous ciphertext's hash and carry the document's chain start on. One indexed read."""
-    check_well_formed(ciphertext)
-    header = crypto.header(ciphertext)
-    assert header is not None
-    row = conn.execute(
-        "SELECT content_hash, substr(ciphertext, 1, ?) FROM file_versions"
-        " WHERE workspace_id = ? AND path = ? AND version = ?",
-        (crypto.SEALED_EMPTY_BYTES, workspace_id, path, version - 1),
-    ).fetchone()
-    previous_hash = "" if row is None else str(row[0])
-    expected = bytes.fromhex(previous_hash) if previous_hash else crypto.NO_PREVIOUS
-    previous_header = None if row is None or row[1] is None else crypto.header(bytes(row[1]))
-    if previous_header is not None:
-        since_ok = header.since == previous_header.since
-    elif previous_hash:  # an old-format predecessor: this version starts the chain
-        since_ok = header.since == version
-    else:  # the first version, or one after a deletion
-        since_ok = 0 < header.since <= version
-    if header.previous != expected or not since_ok:
-        raise InvalidInput(
-            f"This text was not sealed to follow version {version - 1} of the document; nothing was written."
         )
 
 
