@@ -87,9 +87,10 @@ class SealedBackend:
             self.seen.check(path, 0, "")
             return ""
         blob = head.ciphertext
+        self.seen.check(path, head.info.version, "")  # an older head: refused before any opening
+        text = self._open_version(path, head.info.version, blob)  # an altered one fails here
         digest = "" if blob is None else crypto.content_hash(blob)
-        self.seen.check(path, head.info.version, digest)
-        text = self._open_version(path, head.info.version, blob)
+        self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
         self._note(path, head.info.version, blob, digest)
         return text
 
