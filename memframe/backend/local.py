@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
@@ -164,6 +165,7 @@ class LocalBackend(SealedBackend):
         save_state: SaveState | None = None,
         model: ModelClient | None = None,
         owns_service: bool | None = None,
+        seen: SeenHeads | None = None,
     ) -> None:
         """`service` is a MemoryService, or a database path to open one on; the backend closes the
         service it opened itself, or one handed over with `owns_service=True`."""
@@ -171,4 +173,4 @@ class LocalBackend(SealedBackend):
         owns = opened if owns_service is None else owns_service
         svc = MemoryService(service) if opened else service  # type: ignore[arg-type]
         store = LocalStore(svc, workspace_id, user, owns_service=owns, model=model)  # type: ignore[arg-type]
-        super().__init__(store, key, save_state=save_state)
+        super().__init__(store, key, save_state=save_state, seen=seen)
