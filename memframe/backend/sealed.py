@@ -126,6 +126,16 @@ class SealedBackend:
             since=None if seen is None else seen.since,
         )
 
+    def _put(self, path: str, blob: bytes, base_version: int, **kwargs: object) -> VersionInfo:
+        """One upload; a conflict naming a version older than this machine has seen is a rollback."""
+        try:
+            info = self.store.put_file(path, blob, base_version, **kwargs)  # type: ignore[arg-type]
+        except VersionConflict as exc:
+            self.seen.check(path, exc.current_version, "")
+            raise
+        self._acknowledged(path, info, blob)
+        return info
+
     def _acknowledged(self, path: str, info: VersionInfo, blob: bytes) -> None:
         digest = crypto.content_hash(blob)
         if info.content_hash and info.content_hash != digest:
@@ -149,10 +159,7 @@ class SealedBackend:
 
     def write_file(self, path: str, text: str, base_version: int) -> VersionInfo:
         """One direct write of any file against its exact base version (0 = create-only)."""
-        blob = self._seal_next(path, text, base_version)
-        info = self.store.put_file(path, blob, base_version)
-        self._acknowledged(path, info, blob)
-        return info
+        return self._put(path, self._seal_next(path, text, base_version), base_version)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -263,9 +270,8 @@ class SealedBackend:
     def _write(self, text: str, base_version: int, **kwargs: object) -> VersionInfo:
         blob = self._seal_next(MEMORY_PATH, text, base_version)
         with self.save_state.saving():
-            info = self.store.put_file(MEMORY_PATH, blob, base_version, **kwargs)  # type: ignore[arg-type]
+            info = self._put(MEMORY_PATH, blob, base_version, **kwargs)
             self.save_state.acknowledge(info.version)
-        self._acknowledged(MEMORY_PATH, info, blob)
         return info
 
     def save(self, text: str, base_version: int, *, revive: bool = False) -> VersionInfo:
