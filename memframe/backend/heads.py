@@ -123,12 +123,14 @@ class SeenHeads:
     def _persist(self) -> None:
         from memframe.crypto import write_private_file
 
+        assert self.file is not None
         with self._locked():
             merged = self._read()  # another client on this machine may have seen more meanwhile
             for path, mine in self._docs.items():
                 theirs = merged.get(path)
                 if theirs is None or mine.version >= theirs.version:
-                    merged[path] = Seen(mine.version, mine.content_hash, mine.since or (theirs and theirs.since))
+                    since = mine.since if mine.since is not None else None if theirs is None else theirs.since
+                    merged[path] = Seen(mine.version, mine.content_hash, since)
             self._docs = merged
             doc = {
                 "format": _FORMAT,

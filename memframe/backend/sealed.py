@@ -234,8 +234,10 @@ class SealedBackend:
                         raise ChainBroken(
                             f"The history does not chain at {where}: it does not follow version {version - 1}."
                         )
-                    if since is None:
-                        since_ok = header.since == version or (previous_was_deletion and 0 < header.since <= version)
+                    if previous_was_deletion:  # a revival may not know the chain start: any start so far
+                        since_ok = 0 < header.since <= version
+                    elif since is None:
+                        since_ok = header.since == version
                     else:
                         since_ok = header.since == since
                     if not since_ok:
