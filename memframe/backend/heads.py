@@ -121,8 +121,6 @@ class SeenHeads:
             os.close(fd)
 
     def _persist(self) -> None:
-        from memframe.crypto import write_private_file
-
         assert self.file is not None
         with self._locked():
             merged = self._read()  # another client on this machine may have seen more meanwhile
@@ -139,4 +137,19 @@ class SeenHeads:
                     for p, s in sorted(merged.items())
                 },
             }
-            write_private_file(self.file, (json.dumps(doc, indent=1) + "\n").encode())
+            _replace(self.file, (json.dumps(doc, indent=1) + "\n").encode())
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """Atomic (a 0600 temporary file renamed over the old one), but not fsync'd: a record lost
+    to a power cut only falls back to an older version seen, never to a false alarm, and a save
+    does not pay a second fsync for it."""
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
