@@ -109,6 +109,8 @@ def create_workspaces(
 
 
 def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> None:
+    head = files.get_current(conn, ws.id, MEMORY_PATH)
+    previous = None if head is None else head.ciphertext
     ws.version += 1
     files.insert_version(
         conn,
@@ -119,7 +121,9 @@ def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> N
         author=Author.PERSON,
         actor=LOCAL_USER,
         operation=Operation.SAVE,
-        ciphertext=crypto.seal(ws.key, text, workspace_id=ws.id, path=MEMORY_PATH),
+        ciphertext=crypto.seal(
+            ws.key, text, workspace_id=ws.id, path=MEMORY_PATH, version=ws.version, previous=previous
+        ),
     )
 
 

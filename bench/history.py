@@ -112,7 +112,10 @@ def newest_diffs(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
             " ORDER BY version DESC LIMIT ?",
             (ws.id, MEMORY_PATH, PAGE + 1),
         ).fetchall()
-        texts = [crypto.open_sealed(ws.key, blob, workspace_id=ws.id, path=MEMORY_PATH) for _, blob in rows]
+        texts = [
+            crypto.open_sealed(ws.key, blob, workspace_id=ws.id, path=MEMORY_PATH, version=version)
+            for version, blob in rows
+        ]
         for new, old in itertools.pairwise(texts):
             list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2))
 

@@ -17,7 +17,7 @@ from memframe import crypto
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 
 LATEST = (
-    "SELECT v.ciphertext FROM files AS f JOIN file_versions AS v"
+    "SELECT v.ciphertext, v.version FROM files AS f JOIN file_versions AS v"
     " ON v.workspace_id = f.workspace_id AND v.path = f.path AND v.version = f.current_version"
     " WHERE f.workspace_id = ? AND f.path = ?"
 )
@@ -42,8 +42,8 @@ def recall_in_process(tmp: Path, s: Settings) -> list[Figure]:
 
     def floor(i: int) -> None:
         ws = spaces[order[i]]
-        blob = floor_conn.execute(LATEST, (ws.id, MEMORY_PATH)).fetchone()[0]
-        crypto.open_sealed(ws.key, blob, workspace_id=ws.id, path=MEMORY_PATH)
+        blob, version = floor_conn.execute(LATEST, (ws.id, MEMORY_PATH)).fetchone()
+        crypto.open_sealed(ws.key, blob, workspace_id=ws.id, path=MEMORY_PATH, version=version)
 
     def durable_floor(i: int) -> None:
         # What a receipt fsync'd in the call would add to every recall: one durable insert.

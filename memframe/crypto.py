@@ -1,10 +1,40 @@
 """Workspace keys and the sealing of memory text.
 
 A workspace key is 32 random bytes that live with the person (a 0600 key file,
-optionally wrapped by a passphrase), never with the server. Every stored
-version is `nonce(12) || AES-256-GCM(ciphertext || tag)`, with associated data
-binding the workspace id and the path, so a ciphertext moved to another
-workspace or path fails to open instead of showing the wrong text.
+optionally wrapped by a passphrase), never with the server. Everything the
+server stores of a text is sealed here, with AES-256-GCM under that key.
+
+Sealed format v2 (every new ciphertext)::
+
+    offset  bytes  field
+    0       4      magic  b"MF\x00\x02"  (the format's version is the last byte)
+    4       4      since  big-endian u32: the first version of this document sealed v2
+                          (0 for a transcript message or a proposal, which are not chained)
+    8       4      size   big-endian u32: UTF-8 bytes of the text (what the server records as size)
+    12      32     prev   SHA-256 of the previous version's ciphertext (the chain); 32 zero bytes
+                          for version 1, after a deletion, and for unchained records
+    44      12     nonce  fresh per seal
+    56      n+17   AES-256-GCM(plaintext) || tag(16)
+    plaintext = encoding(1) || payload: encoding 0 = the UTF-8 text, 1 = zlib(UTF-8 text),
+    chosen when it saves bytes (payload length never exceeds `size`)
+
+The associated data is ``b"memframe/v2\x00" + place + b"\x00" + header(44 bytes)``, so the
+header is authenticated with the text. `place` says where the text belongs:
+
+* a file version: ``b"file\x00" workspace \x00 path \x00 version``: a row copied to another
+  version, path or workspace fails to open, and `prev` chains each version to the exact
+  ciphertext before it (checked by `memframe verify`, and by the server as each version arrives);
+* a transcript message: ``b"transcript\x00" workspace \x00 conversation \x00 seq \x00 role``,
+  a namespace no note path can take (a path never starts a place), so a message cannot be
+  swapped into a note, reordered or dropped from the middle;
+* a proposal: ``b"proposal\x00" workspace \x00 proposal id``.
+
+A sealed empty text is exactly `SEALED_EMPTY_BYTES` (73) bytes: what a Clear must send.
+
+Format v1 (before this change) is ``nonce(12) || AES-256-GCM(text) || tag`` with associated data
+``b"memframe/v1\x00" workspace \x00 path``. It opens only where the caller says a legacy text is
+legitimate (`legacy=True`): the rule, "no v1 text at or after a document's first v2 version", is
+applied by the callers and stated in RELIABILITY.md.
 """
 
 from __future__ import annotations
@@ -12,6 +42,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,11 +57,24 @@ if TYPE_CHECKING:
 KEY_BYTES = 32
 NONCE_BYTES = 12
 TAG_BYTES = 16
-#: Bytes a sealed text adds to its plaintext: the service derives sizes from this.
-SEAL_OVERHEAD = NONCE_BYTES + TAG_BYTES
+MAGIC = b"MF\x00\x02"
+HASH_BYTES = 32
+HEADER_BYTES = len(MAGIC) + 4 + 4 + HASH_BYTES
+#: A v2 sealed empty text: header, nonce, the encoding byte and the tag. A Clear is exactly this long.
+SEALED_EMPTY_BYTES = HEADER_BYTES + NONCE_BYTES + 1 + TAG_BYTES
+#: Bytes a v2 seal adds to a raw (uncompressed) text.
+SEAL_OVERHEAD = SEALED_EMPTY_BYTES
+#: Bytes a v1 seal added (nonce and tag): no sealed text of either format is shorter.
+V1_OVERHEAD = NONCE_BYTES + TAG_BYTES
+NO_PREVIOUS = bytes(HASH_BYTES)
+RAW, ZLIB = 0, 1
+_MAX_U32 = 2**32 - 1
+_HEADER = struct.Struct(">4sII32s")
 _KEYFILE_FORMAT = "memframe-key/1"
 # scrypt: 2**15 * 8 * 128 bytes = 32 MiB of memory, ~0.1 s: slow for guessing, quick for a person.
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
+#: Texts shorter than this are never worth compressing (zlib's own overhead is ~11 bytes).
+_COMPRESS_FROM = 64
 
 
 def _aesgcm(key: bytes):  # type: ignore[no-untyped-def]
@@ -59,55 +103,75 @@ def _aesgcm_class():  # type: ignore[no-untyped-def]
     return _AESGCM
 
 
+# --- places: where a sealed text belongs ---------------------------------------------------
+
+
+def file_place(workspace_id: str, path: str, version: int) -> bytes:
+    """A file version's place; NUL cannot occur in a workspace id or a path."""
+    return b"file\x00" + workspace_id.encode() + b"\x00" + path.encode() + b"\x00" + str(version).encode()
+
+
+def transcript_place(workspace_id: str, conversation_id: str, seq: int, role: str) -> bytes:
+    """A transcript message's place: its conversation, its position (1, 2, …) and its role."""
+    parts = (workspace_id, conversation_id, str(seq), role)
+    return b"transcript\x00" + b"\x00".join(p.encode() for p in parts)
+
+
+def proposal_place(workspace_id: str, proposal_id: str) -> bytes:
+    return b"proposal\x00" + workspace_id.encode() + b"\x00" + proposal_id.encode()
+
+
 def associated_data(workspace_id: str, path: str) -> bytes:
-    """Bind a ciphertext to where it belongs; NUL cannot occur in either part."""
+    """The v1 associated data (workspace and path only), for opening texts sealed before v2."""
     return b"memframe/v1\x00" + workspace_id.encode() + b"\x00" + path.encode()
 
 
-def new_key() -> bytes:
-    return os.urandom(KEY_BYTES)
+def _ad_v2(place: bytes, header: bytes | memoryview) -> bytes:
+    return b"memframe/v2\x00" + place + b"\x00" + bytes(header)
 
 
-def seal(key: bytes, text: str, *, workspace_id: str, path: str) -> bytes:
-    """Encrypt `text` with a fresh nonce; the result is all the server ever stores."""
-    nonce = os.urandom(NONCE_BYTES)
-    return nonce + _aesgcm(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
+# --- the header, readable without the key ----------------------------------------------------
 
 
-def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str) -> str:
-    """Decrypt, or fail with DecryptionFailed: never garbage text, never a crash."""
-    return opener(key, workspace_id=workspace_id, path=path)(blob)
+class Header:
+    """The clear, authenticated header of a v2 sealed text."""
+
+    __slots__ = ("previous", "since", "size")
+
+    def __init__(self, since: int, size: int, previous: bytes) -> None:
+        self.since, self.size, self.previous = since, size, previous
+
+    def __repr__(self) -> str:
+        return f"<Header since={self.since} size={self.size} previous={self.previous.hex()[:12]}>"
 
 
-def opener(key: bytes, *, workspace_id: str, path: str) -> Callable[[bytes | None], str]:
-    """`open_sealed` for many blobs of one file: the cipher and the associated data are made once,
-    and the blob is not copied. A missing blob (a deletion's) opens as ""."""
-    aead = _aesgcm(key)
-    ad = associated_data(workspace_id, path)
+def header(blob: bytes | None) -> Header | None:
+    """The v2 header of `blob`, or None for a v1 text (or anything not v2): no key needed."""
+    if blob is None or len(blob) < SEALED_EMPTY_BYTES or blob[:4] != MAGIC:
+        return None
+    _, since, size, previous = _HEADER.unpack_from(blob)
+    return Header(since, size, previous)
 
-    def open_blob(blob: bytes | None) -> str:
-        if blob is None:
-            return ""
-        try:
-            if len(blob) < SEAL_OVERHEAD:
-                raise ValueError("shorter than a sealed text")
-            view = memoryview(blob)
-            return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], ad).decode("utf-8")  # type: ignore[no-any-return]
-        except Exception as exc:
-            from cryptography.exceptions import InvalidTag
 
-            if not isinstance(exc, (InvalidTag, UnicodeDecodeError, ValueError)):
-                raise
-            from memframe.core.errors import DecryptionFailed
+def is_well_formed(blob: bytes) -> bool:
+    """What a server can check of a v2 text without the key: magic, length, and a payload that
+    is no longer than the size it declares (zlib is used only when it saves bytes)."""
+    head = header(blob)
+    return head is not None and len(blob) - SEALED_EMPTY_BYTES <= head.size
 
-            raise DecryptionFailed() from exc
 
-    return open_blob
+def is_sealed_empty(blob: bytes) -> bool:
+    """Exactly a v2 sealed empty text: what a Clear must upload."""
+    head = header(blob)
+    return head is not None and len(blob) == SEALED_EMPTY_BYTES and head.size == 0
 
 
 def plaintext_size(blob: bytes) -> int:
-    """GCM preserves length, so the server knows a text's size without reading it."""
-    return max(0, len(blob) - SEAL_OVERHEAD)
+    """A text's UTF-8 size without reading it: the v2 header says it; v1 GCM preserved length."""
+    head = header(blob)
+    if head is not None:
+        return head.size
+    return max(0, len(blob) - V1_OVERHEAD)
 
 
 def content_hash(blob: bytes) -> str:
@@ -115,6 +179,216 @@ def content_hash(blob: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(blob).hexdigest()
+
+
+def chain_link(previous: bytes | None, version: int, *, since: int | None = None) -> tuple[int, bytes]:
+    """(since, prev) for sealing `version` after the ciphertext `previous` (None: none, or a deletion).
+
+    One hash per save: the predecessor's ciphertext, never a walk of the history. A v2
+    predecessor passes its `since` on; a v1 one makes this version the first v2 one; after a
+    deletion the caller's `since` (what it knows of the document) is kept, else this version.
+    """
+    if previous is None:
+        return (since if since is not None and 0 < since <= version else version), NO_PREVIOUS
+    import hashlib
+
+    head = header(previous)
+    return (version if head is None else head.since), hashlib.sha256(previous).digest()
+
+
+# --- sealing ------------------------------------------------------------------------------
+
+
+def new_key() -> bytes:
+    return os.urandom(KEY_BYTES)
+
+
+def _seal_v2(key: bytes, text: str, place: bytes, *, since: int = 0, previous: bytes = NO_PREVIOUS) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > _MAX_U32 or not 0 <= since <= _MAX_U32 or len(previous) != HASH_BYTES:
+        raise ValueError("cannot seal this text")
+    payload, encoding = data, RAW
+    if len(data) >= _COMPRESS_FROM:
+        import zlib
+
+        packed = zlib.compress(data, 6)
+        if len(packed) < len(data):
+            payload, encoding = packed, ZLIB
+    head = _HEADER.pack(MAGIC, since, len(data), previous)
+    nonce = os.urandom(NONCE_BYTES)
+    return head + nonce + _aesgcm(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
+
+
+def seal(
+    key: bytes,
+    text: str,
+    *,
+    workspace_id: str,
+    path: str,
+    version: int,
+    previous: bytes | None = None,
+    since: int | None = None,
+) -> bytes:
+    """Seal `text` as `version` of `path`, chained onto `previous`, the ciphertext it follows.
+
+    `previous` is None for version 1 and after a deletion (then `since` carries the document's
+    protection start, if the caller knows it). The result is all the server ever stores.
+    """
+    if version < 1:
+        raise ValueError("versions start at 1")
+    first, prev = chain_link(previous, version, since=since)
+    return _seal_v2(key, text, file_place(workspace_id, path, version), since=first, previous=prev)
+
+
+def seal_message(key: bytes, text: str, *, workspace_id: str, conversation_id: str, seq: int, role: str) -> bytes:
+    """A transcript message, bound to its conversation, position and role."""
+    return _seal_v2(key, text, transcript_place(workspace_id, conversation_id, seq, role))
+
+
+def seal_proposal(key: bytes, text: str, *, workspace_id: str, proposal_id: str) -> bytes:
+    return _seal_v2(key, text, proposal_place(workspace_id, proposal_id))
+
+
+def seal_v1(key: bytes, text: str, *, workspace_id: str, path: str) -> bytes:
+    """A text in the format before v2: only tests and migrations of old data make one."""
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + _aesgcm(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
+
+
+# --- opening ------------------------------------------------------------------------------
+
+
+def _failed(exc: BaseException | None = None, message: str = "") -> Exception:
+    from memframe.core.errors import DecryptionFailed
+
+    error = DecryptionFailed(message) if message else DecryptionFailed()
+    error.__cause__ = exc
+    return error
+
+
+def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None) -> str:
+    """Open a v2 text at `place`; a v1 one only when `legacy_ad` (its v1 associated data) is given.
+
+    cryptography's exceptions are imported only when something fails: `memframe history -p`
+    opens every revision and is measured against `git log -p`."""
+    view = memoryview(blob)
+    head = header(blob)
+    try:
+        if head is not None:
+            try:
+                plain = aead.decrypt(
+                    view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
+                    view[HEADER_BYTES + NONCE_BYTES :],
+                    _ad_v2(place, view[:HEADER_BYTES]),
+                )
+                return _decode(plain, head.size)
+            except Exception:
+                if legacy_ad is None:  # else: a v1 nonce that happens to begin with the magic (2**-32)
+                    raise
+        if legacy_ad is None:
+            if head is None and len(blob) >= V1_OVERHEAD:
+                raise _failed(
+                    None, "This text is not sealed in the format due here (old or altered); it was not opened."
+                )
+            raise ValueError("not a sealed text")
+        if len(blob) < V1_OVERHEAD:
+            raise ValueError("shorter than a sealed text")
+        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad).decode("utf-8")  # type: ignore[no-any-return]
+    except Exception as exc:
+        from cryptography.exceptions import InvalidTag
+
+        if not isinstance(exc, (InvalidTag, UnicodeDecodeError, ValueError)):
+            raise
+        raise _failed(exc) from exc
+
+
+def _decode(plain: bytes, size: int) -> str:
+    encoding, payload = plain[:1], plain[1:]
+    if encoding == b"\x00":
+        data = payload
+    elif encoding == b"\x01":
+        import zlib
+
+        try:
+            unpack = zlib.decompressobj()
+            data = unpack.decompress(payload, size + 1)
+            if unpack.unconsumed_tail or not unpack.eof:
+                raise ValueError("the compressed text does not end where it should")
+        except zlib.error as exc:
+            raise ValueError("damaged compressed text") from exc
+    else:
+        raise ValueError("unknown payload encoding")
+    if len(data) != size:
+        raise ValueError("the text is not the size its header says")
+    return data.decode("utf-8")
+
+
+def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str, version: int, legacy: bool = False) -> str:
+    """Decrypt `version` of `path`, or fail with DecryptionFailed: never garbage text, never a crash.
+
+    `legacy` admits a v1 text (sealed before the chain existed); callers pass it only where the
+    document's protection has not begun (see RELIABILITY.md, "Sealing v2").
+    """
+    return opener(key, workspace_id=workspace_id, path=path)(blob, version, legacy=legacy)
+
+
+def opener(key: bytes, *, workspace_id: str, path: str) -> Callable[..., str]:
+    """`open_sealed` for many versions of one file, the cipher made once: call it as
+    `open_blob(blob, version, legacy=False)`. A missing blob (a deletion's) opens as ""."""
+    aead = _aesgcm(key)
+    legacy_ad = associated_data(workspace_id, path)
+
+    def open_blob(blob: bytes | None, version: int, *, legacy: bool = False) -> str:
+        if blob is None:
+            return ""
+        return _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None)
+
+    return open_blob
+
+
+def open_message(
+    key: bytes, blob: bytes, *, workspace_id: str, conversation_id: str, seq: int, role: str, legacy: bool = False
+) -> str:
+    """A transcript message at position `seq`; `legacy` admits one sealed v1 under its old path."""
+    legacy_ad = associated_data(workspace_id, f"conversations/{conversation_id}") if legacy else None
+    return _open(_aesgcm(key), blob, transcript_place(workspace_id, conversation_id, seq, role), legacy_ad)
+
+
+def open_transcript(
+    key: bytes, workspace_id: str, conversation_id: str, rows: list[tuple[str, bytes]]
+) -> list[tuple[str, str]]:
+    """Open a conversation's (role, sealed) messages in order, each at its position and role; an
+    old-format message opens only before the conversation's first new-format one (no downgrade)."""
+    out: list[tuple[str, str]] = []
+    chained = False
+    for seq, (role, blob) in enumerate(rows, start=1):
+        chained = chained or header(blob) is not None
+        text = open_message(
+            key,
+            blob,
+            workspace_id=workspace_id,
+            conversation_id=conversation_id,
+            seq=seq,
+            role=role,
+            legacy=not chained,
+        )
+        out.append((role, text))
+    return out
+
+
+def open_proposal(key: bytes, blob: bytes, *, workspace_id: str, proposal_id: str, legacy_path: str) -> str:
+    """Proposals are short-lived: a v1 one (under its old path) still opens."""
+    return _open(
+        _aesgcm(key), blob, proposal_place(workspace_id, proposal_id), associated_data(workspace_id, legacy_path)
+    )
+
+
+def key_check(key: bytes, workspace_id: str) -> str:
+    """HMAC-SHA256(key, "memframe key check v1" + workspace): proves a key, useless for decrypting."""
+    import hashlib
+    import hmac
+
+    return hmac.new(key, b"memframe key check v1\x00" + workspace_id.encode(), hashlib.sha256).hexdigest()
 
 
 def key_fingerprint(key: bytes) -> str:

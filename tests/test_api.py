@@ -25,10 +25,10 @@ from starlette.types import Message
 from memframe.api import create_app
 from memframe.api.errors import MAX_BODY_BYTES
 from memframe.core.types import MEMORY_PATH, Policy
-from memframe.crypto import SEAL_OVERHEAD
 from memframe.service import MemoryService
 from memframe.service.files import MAX_DOCUMENT_BYTES
 from tests.remote_kinds import asgi_client
+from tests.sealing import stand_in
 
 WS = "/api/v1/workspaces/ws"
 MEMORY = f"{WS}/files/{MEMORY_PATH}"
@@ -59,7 +59,7 @@ def api(service: MemoryService) -> Iterator[Api]:
 
 def sealed(size: int = 5) -> bytes:
     """Stand-in ciphertext: the server cannot tell it from a real one, and must not try."""
-    return bytes([size % 251]) * (SEAL_OVERHEAD + size)
+    return stand_in(size)
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -364,6 +364,8 @@ EXPECTED_OPERATIONS = {
     ("get", "/healthz"),
     ("get", "/api/v1/workspaces"),
     ("get", "/api/v1/workspaces/{workspace_id}/files"),
+    ("get", "/api/v1/workspaces/{workspace_id}/key-check"),
+    ("put", "/api/v1/workspaces/{workspace_id}/key-check"),
     ("get", "/api/v1/workspaces/{workspace_id}/files/{path}"),
     ("put", "/api/v1/workspaces/{workspace_id}/files/{path}"),
     ("delete", "/api/v1/workspaces/{workspace_id}/files/{path}"),

@@ -20,19 +20,19 @@ import pytest
 
 from memframe.api import create_app
 from memframe.core.types import MEMORY_PATH
-from memframe.crypto import SEAL_OVERHEAD
 from memframe.service import MemoryService
 from tests.remote_kinds import asgi_client
+from tests.sealing import stand_in
 
 pytestmark = pytest.mark.access
 
 SECRET_WS = "atlantis-plans"
 OWNER = "olivia-owner"
 SECRET_FILE = "plans/harbour-secret.md"
-CIPHERTEXT = b"\x5a" * (SEAL_OVERHEAD + 40)
+CIPHERTEXT = stand_in(40, fill=0x5A)
 SECRETS = (SECRET_WS, "atlantis", OWNER, "harbour", base64.b64encode(CIPHERTEXT).decode()[:16])
 
-PUT_BODY = {"ciphertext": base64.b64encode(b"\x01" * (SEAL_OVERHEAD + 2)).decode()}
+PUT_BODY = {"ciphertext": base64.b64encode(stand_in(2, fill=1)).decode()}
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,12 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("put", "/api/v1/workspaces/{workspace_id}/ai"): Call(
         "PUT", lambda w: f"/api/v1/workspaces/{w}/ai", {}, {"enabled": True}
     ),
+    ("get", "/api/v1/workspaces/{workspace_id}/key-check"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/key-check", {}
+    ),
+    ("put", "/api/v1/workspaces/{workspace_id}/key-check"): Call(
+        "PUT", lambda w: f"/api/v1/workspaces/{w}/key-check", {}, {"keyCheck": "0" * 64}
+    ),
     ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"): Call(
         "POST", lambda w: f"/api/v1/workspaces/{w}/key-sessions", {}, {"key": base64.b64encode(bytes(32)).decode()}
     ),
@@ -100,6 +106,7 @@ ROUTES: dict[tuple[str, str], Call] = {
 #: What the owner's well-formed call may answer besides 200 (the matrix's data is not real ciphertext).
 OWNER_ALSO = {
     ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"): 422,  # the key cannot open the fake memory
+    ("put", "/api/v1/workspaces/{workspace_id}/key-check"): 422,  # another key check is already there
     ("delete", "/api/v1/automation/key-sessions/{session_id}"): 404,
     ("post", "/api/v1/agents/assistant/{conversation_id}/messages"): 409,  # workspace AI is off
     ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"): 404,

@@ -13,9 +13,11 @@ from fastapi import APIRouter, Header, Path
 
 from memframe.api.deps import Endpoint, Service, User, WorkspaceId
 from memframe.api.responses import error_responses
+from memframe.core.errors import InvalidInput
 from memframe.wire.assistant import (
     AIConsentIn,
     AIConsentOut,
+    KeyCheck,
     KeySessionIn,
     KeySessionOut,
     MessageIn,
@@ -43,6 +45,20 @@ def get_ai(workspace_id: WorkspaceId, user: User, service: Service) -> AIConsent
 def set_ai(workspace_id: WorkspaceId, body: AIConsentIn, user: User, service: Service) -> AIConsentOut:
     """Enable or disable workspace AI; a change bumps the consent revision."""
     return AIConsentOut.model_validate(service.assistant.set_ai(user, workspace_id, body.enabled))
+
+
+@router.get("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404, 422))
+def get_key_check(workspace_id: WorkspaceId, user: User, service: Service) -> KeyCheck:
+    """The workspace's key check, so a client can prove its key before using it."""
+    return KeyCheck(keyCheck=service.get_key_check(user, workspace_id))
+
+
+@router.put("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404, 422))
+def set_key_check(workspace_id: WorkspaceId, body: KeyCheck, user: User, service: Service) -> KeyCheck:
+    """Written once by the first key holder; another value later is refused (wrong_key)."""
+    if body.keyCheck is None:
+        raise InvalidInput("keyCheck is required.")
+    return KeyCheck(keyCheck=service.set_key_check(user, workspace_id, body.keyCheck))
 
 
 @router.post("/api/v1/workspaces/{workspace_id}/key-sessions", responses=error_responses(401, 404, 422))

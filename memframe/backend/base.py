@@ -103,8 +103,15 @@ class MemoryStore(Protocol):
     def set_ai(self, enabled: bool) -> AIConsent:
         """Turn workspace AI on or off; a change bumps the consent revision."""
 
+    def get_key_check(self) -> str | None:
+        """The workspace's key check (HMAC of the key, useless for decrypting), or None if unset."""
+
+    def set_key_check(self, key_check: str) -> None:
+        """Write the key check once; another value than the stored one is WrongKey, nothing changed."""
+
     def open_key_session(self, key: bytes) -> KeySessionInfo:
-        """Hand the key to the service's RAM for a while; refused if it does not open the memory."""
+        """Hand the key to the service's RAM for a while; refused unless the key is proven (it
+        matches the key check, or on a workspace without one it opens the memory)."""
 
     def revoke_key_session(self, session_id: str) -> None:
         """Durably revoke, then forget the key."""

@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
@@ -103,6 +104,12 @@ class LocalStore:
     def set_ai(self, enabled: bool) -> AIConsent:
         return self.service.assistant.set_ai(self.user, self.workspace_id, enabled)
 
+    def get_key_check(self) -> str | None:
+        return self.service.get_key_check(self.user, self.workspace_id)
+
+    def set_key_check(self, key_check: str) -> None:
+        self.service.set_key_check(self.user, self.workspace_id, key_check)
+
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         return self.service.assistant.open_key_session(self.user, self.workspace_id, key)
 
@@ -158,6 +165,7 @@ class LocalBackend(SealedBackend):
         save_state: SaveState | None = None,
         model: ModelClient | None = None,
         owns_service: bool | None = None,
+        seen: SeenHeads | None = None,
     ) -> None:
         """`service` is a MemoryService, or a database path to open one on; the backend closes the
         service it opened itself, or one handed over with `owns_service=True`."""
@@ -165,4 +173,4 @@ class LocalBackend(SealedBackend):
         owns = opened if owns_service is None else owns_service
         svc = MemoryService(service) if opened else service  # type: ignore[arg-type]
         store = LocalStore(svc, workspace_id, user, owns_service=owns, model=model)  # type: ignore[arg-type]
-        super().__init__(store, key, save_state=save_state)
+        super().__init__(store, key, save_state=save_state, seen=seen)

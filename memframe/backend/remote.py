@@ -240,6 +240,14 @@ class RemoteStore:
         payload = self._request("PUT", f"{self._prefix}/ai", write=True, json={"enabled": enabled})
         return _read(AIConsentOut, payload, self).to_consent()
 
+    def get_key_check(self) -> str | None:
+        payload = self._request("GET", f"{self._prefix}/key-check")
+        value = payload.get("keyCheck") if isinstance(payload, dict) else None
+        return value if isinstance(value, str) else None
+
+    def set_key_check(self, key_check: str) -> None:
+        self._request("PUT", f"{self._prefix}/key-check", write=True, json={"keyCheck": key_check})
+
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         body = {"key": base64.b64encode(key).decode("ascii")}
         payload = self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body)

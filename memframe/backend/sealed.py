@@ -11,24 +11,45 @@ import json
 import secrets
 from collections.abc import Sequence
 
+from memframe import crypto
 from memframe.backend.base import MemoryStore
+from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import apply_memory_changes, parse_changes
-from memframe.core.errors import MemframeError, NotFound, ProposalRetired, VersionConflict
-from memframe.core.paths import proposal_path, transcript_path
+from memframe.core.errors import (
+    ChainBroken,
+    DecryptionFailed,
+    InvalidInput,
+    MemframeError,
+    NotFound,
+    ProposalRetired,
+    VersionConflict,
+    WrongKey,
+)
+from memframe.core.paths import proposal_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, ProposalStatus, Receipt, TurnResult
-from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
-from memframe.crypto import open_sealed, opener, seal
+from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, StoredVersion, VersionInfo
 
 
 class SealedBackend:
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
-    def __init__(self, store: MemoryStore, key: bytes, *, save_state: SaveState | None = None) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        key: bytes,
+        *,
+        save_state: SaveState | None = None,
+        seen: SeenHeads | None = None,
+    ) -> None:
         self.store = store
         self._key = key
         self._key_session: str | None = None
         self.save_state = save_state or SaveState()
+        #: What this machine has seen of each document (rollback detection), beside the key.
+        self.seen = seen if seen is not None else SeenHeads.for_store(store.location, store.workspace_id)
+        # The newest ciphertext this client holds per path: the next version chains onto it.
+        self._heads: dict[str, tuple[int, bytes | None]] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -41,15 +62,86 @@ class SealedBackend:
     def __repr__(self) -> str:  # never shows the key
         return f"<{type(self).__name__} {self.workspace_id} at {self.location}>"
 
-    # --- sealing -------------------------------------------------------------------------
+    # --- sealing: version-bound, chained, and checked against what this machine has seen --------
 
-    def _seal(self, text: str, path: str = MEMORY_PATH) -> bytes:
-        return seal(self._key, text, workspace_id=self.workspace_id, path=path)
+    def _legacy_ok(self, path: str, version: int) -> bool:
+        """A v1 text is legitimate only below the version the document's chain starts at."""
+        seen = self.seen.get(path)
+        return seen is None or seen.since is None or version < seen.since
 
-    def _open(self, blob: bytes | None, path: str = MEMORY_PATH) -> str:
+    def _open_version(self, path: str, version: int, blob: bytes | None) -> str:
         if blob is None:
             return ""
-        return open_sealed(self._key, blob, workspace_id=self.workspace_id, path=path)
+        return crypto.open_sealed(
+            self._key,
+            blob,
+            workspace_id=self.workspace_id,
+            path=path,
+            version=version,
+            legacy=self._legacy_ok(path, version),
+        )
+
+    def _observe(self, path: str, head: StoredVersion | None) -> str:
+        """Check a head the server presents against what was seen, open it, then record it."""
+        if head is None:
+            self.seen.check(path, 0, "")
+            return ""
+        blob = head.ciphertext
+        self.seen.check(path, head.info.version, "")  # an older head: refused before any opening
+        text = self._open_version(path, head.info.version, blob)  # an altered one fails here
+        digest = "" if blob is None else crypto.content_hash(blob)
+        self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
+        self._note(path, head.info.version, blob, digest)
+        return text
+
+    def _note(self, path: str, version: int, blob: bytes | None, digest: str) -> None:
+        header = crypto.header(blob)
+        if header is not None and not 0 < header.since <= version:
+            raise ChainBroken(f"Version {version} of {path} does not chain (its chain start is wrong).")
+        self.seen.note(path, version, digest, None if header is None else header.since)
+        self._heads[path] = (version, blob)
+
+    def _seal_next(self, path: str, text: str, base_version: int) -> bytes:
+        """Seal version base+1, chained onto the base's ciphertext (fetched only if not held)."""
+        if base_version < 0:
+            raise InvalidInput("The base version cannot be negative.")
+        previous: bytes | None = None
+        held = self._heads.get(path)
+        if base_version > 0:
+            if held is None or held[0] != base_version:
+                head = self.store.get_file(path)
+                if head is not None and head.info.version == base_version:
+                    self._observe(path, head)
+                held = self._heads.get(path)
+            if held is not None and held[0] == base_version:
+                previous = held[1]
+        seen = self.seen.get(path)
+        return crypto.seal(
+            self._key,
+            text,
+            workspace_id=self.workspace_id,
+            path=path,
+            version=base_version + 1,
+            previous=previous,
+            since=None if seen is None else seen.since,
+        )
+
+    def _put(self, path: str, blob: bytes, base_version: int, **kwargs: object) -> VersionInfo:
+        """One upload; a conflict naming a version older than this machine has seen is a rollback."""
+        try:
+            info = self.store.put_file(path, blob, base_version, **kwargs)  # type: ignore[arg-type]
+        except VersionConflict as exc:
+            self.seen.check(path, exc.current_version, "")
+            raise
+        self._acknowledged(path, info, blob)
+        return info
+
+    def _acknowledged(self, path: str, info: VersionInfo, blob: bytes) -> None:
+        digest = crypto.content_hash(blob)
+        if info.content_hash and info.content_hash != digest:
+            raise ChainBroken(f"The server acknowledged version {info.version} of {path} with another hash.")
+        self.seen.check(path, info.version, digest)
+        self._note(path, info.version, blob, digest)
 
     # --- any file of the workspace (people manage every path, the memory's included) -------
 
@@ -60,38 +152,117 @@ class SealedBackend:
     def read_file(self, path: str) -> tuple[int, str, bool]:
         """(version, text, deleted) of a file's head; (0, "", False) if it was never created."""
         head = self.store.get_file(path)
+        text = self._observe(path, head)
         if head is None:
             return 0, "", False
-        return head.info.version, self._open(head.ciphertext, path), head.info.operation is Operation.DELETE
+        return head.info.version, text, head.info.operation is Operation.DELETE
 
     def write_file(self, path: str, text: str, base_version: int) -> VersionInfo:
         """One direct write of any file against its exact base version (0 = create-only)."""
-        return self.store.put_file(path, self._seal(text, path), base_version)
+        return self._put(path, self._seal_next(path, text, base_version), base_version)
 
     # --- reads ---------------------------------------------------------------------------
 
     def load(self) -> MemoryDocument:
         head = self.store.get_file(MEMORY_PATH)
+        text = self._observe(MEMORY_PATH, head)
         if head is None:
             return MemoryDocument("", 0)
         deleted = head.info.operation is Operation.DELETE
-        return MemoryDocument(self._open(head.ciphertext), head.info.version, deleted, head.info)
+        return MemoryDocument(text, head.info.version, deleted, head.info)
 
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
-        return self.store.list_versions(MEMORY_PATH, limit=limit, before=before)
+        rows = self.store.list_versions(MEMORY_PATH, limit=limit, before=before)
+        if before is None:  # the first page starts at the head: it may not be older than what was seen
+            self.seen.check(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
+        return rows
 
     def read_revision(self, version: int) -> str:
         if version < 1:
             raise NotFound(f"There is no revision {version}.")
-        return self._open(self.store.get_version(MEMORY_PATH, version).ciphertext)
+        return self._open_version(MEMORY_PATH, version, self.store.get_version(MEMORY_PATH, version).ciphertext)
 
     def read_revisions(self, versions: Sequence[int]) -> dict[int, str]:
         """The decrypted texts of several revisions, read together (one transaction locally)."""
         if any(v < 1 for v in versions):
             raise NotFound(f"There is no revision {min(versions)}.")
         stored = self.store.get_versions(MEMORY_PATH, versions)
-        open_blob = opener(self._key, workspace_id=self.workspace_id, path=MEMORY_PATH)  # one cipher for all
-        return {s.info.version: open_blob(s.ciphertext) for s in stored}
+        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=MEMORY_PATH)  # one cipher
+        return {
+            s.info.version: open_blob(s.ciphertext, s.info.version, legacy=self._legacy_ok(MEMORY_PATH, s.info.version))
+            for s in stored
+        }
+
+    def verify(self) -> list[tuple[str, int]]:
+        """Walk every document's whole chain; (path, head version) of each, or ChainBroken /
+        RolledBack naming the first break. Reads every version once, opening each with the key."""
+        checked: list[tuple[str, int]] = []
+        for path, head_version, _deleted in self.store.list_files():
+            self.seen.check(path, head_version, "")
+            checked.append((path, self._verify_path(path, head_version)))
+        seen_paths = {p for p, _ in checked}
+        if MEMORY_PATH not in seen_paths:
+            self.seen.check(MEMORY_PATH, 0, "")
+        return checked
+
+    def _verify_path(self, path: str, head_version: int) -> int:
+        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path)
+        previous: bytes | None = None
+        previous_was_deletion = False
+        since: int | None = None
+        last_digest = ""
+        for start in range(1, head_version + 1, 200):
+            wanted = list(range(start, min(head_version, start + 199) + 1))
+            try:
+                stored = self.store.get_versions(path, wanted)
+            except NotFound as exc:
+                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
+            for s in stored:
+                version, blob = s.info.version, s.ciphertext
+                where = f"version {version} of {path}"
+                digest = "" if blob is None else crypto.content_hash(blob)
+                if digest != s.info.content_hash:
+                    raise ChainBroken(f"The history does not chain at {where}: its hash is not its ciphertext's.")
+                header = crypto.header(blob)
+                if blob is not None and header is None and since is not None:
+                    raise ChainBroken(
+                        f"The history does not chain at {where}: an old-format text after the chain began."
+                    )
+                if header is not None:
+                    expected = crypto.NO_PREVIOUS if previous is None else bytes.fromhex(crypto.content_hash(previous))
+                    if header.previous != expected:
+                        raise ChainBroken(
+                            f"The history does not chain at {where}: it does not follow version {version - 1}."
+                        )
+                    if previous_was_deletion:  # a revival may not know the chain start: any start so far
+                        since_ok = 0 < header.since <= version
+                    elif since is None:
+                        since_ok = header.since == version
+                    else:
+                        since_ok = header.since == since
+                    if not since_ok:
+                        raise ChainBroken(f"The history does not chain at {where}: its chain start is wrong.")
+                    since = header.since
+                try:
+                    open_blob(blob, version, legacy=header is None)
+                except DecryptionFailed:
+                    raise ChainBroken(
+                        f"The history does not chain at {where}: it could not be decrypted (moved, copied or altered)."
+                    ) from None
+                previous, previous_was_deletion = blob, blob is None
+                last_digest = digest
+        if head_version:
+            self.seen.check(path, head_version, last_digest)
+        return head_version
+
+    def prove_key(self) -> None:
+        """Check this key against the workspace's key check; the first key holder writes it."""
+        mine = crypto.key_check(self._key, self.workspace_id)
+        stored = self.store.get_key_check()
+        if stored is None:
+            self.store.set_key_check(mine)
+        elif stored != mine:
+            raise WrongKey(f"This key is not the key of workspace {self.workspace_id!r}; nothing was changed.")
 
     def get_policy(self) -> Policy:
         return self.store.get_policy()
@@ -99,9 +270,9 @@ class SealedBackend:
     # --- writes: each one direct upload, tracked for X-Memory-State -----------------------
 
     def _write(self, text: str, base_version: int, **kwargs: object) -> VersionInfo:
-        blob = self._seal(text)
+        blob = self._seal_next(MEMORY_PATH, text, base_version)
         with self.save_state.saving():
-            info = self.store.put_file(MEMORY_PATH, blob, base_version, **kwargs)  # type: ignore[arg-type]
+            info = self._put(MEMORY_PATH, blob, base_version, **kwargs)
             self.save_state.acknowledge(info.version)
         return info
 
@@ -152,17 +323,22 @@ class SealedBackend:
         return self.store.receipts(conversation_id)
 
     def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
-        path = transcript_path(conversation_id)
-        return [
-            (role, open_sealed(self._key, blob, workspace_id=self.workspace_id, path=path))
-            for role, blob in self.store.transcript(conversation_id)
-        ]
+        """Each message opens only at its position and role (see `crypto.open_transcript`)."""
+        return crypto.open_transcript(
+            self._key, self.workspace_id, conversation_id, self.store.transcript(conversation_id)
+        )
 
     def proposals(self) -> list[Proposal]:
         return [self._open_proposal(record) for record in self.store.proposals()]
 
     def _open_proposal(self, record: ProposalRecord) -> Proposal:
-        raw = open_sealed(self._key, record.sealed_edits, workspace_id=self.workspace_id, path=proposal_path(record.id))
+        raw = crypto.open_proposal(
+            self._key,
+            record.sealed_edits,
+            workspace_id=self.workspace_id,
+            proposal_id=record.id,
+            legacy_path=proposal_path(record.id),
+        )
         return Proposal(
             record.id,
             record.base_version,

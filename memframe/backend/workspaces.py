@@ -90,9 +90,46 @@ def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db
     try:
         service.accounts.add_user(LOCAL_USER, exist_ok=True)
         service.accounts.create_workspace(workspace_id, LOCAL_USER)
-        return write_key(crypto.new_key(), workspace_id, passphrase=passphrase)
+        key = crypto.new_key()
+        # The first key holder writes the workspace's key check: a wrong key is refused from now on,
+        # memory or not (an empty workspace included).
+        service.set_key_check(LOCAL_USER, workspace_id, crypto.key_check(key, workspace_id))
+        return write_key(key, workspace_id, passphrase=passphrase)
     finally:
         service.close()
+
+
+def prove_key(
+    key: bytes,
+    workspace_id: str,
+    *,
+    remote_url: str | None = None,
+    token: str | None = None,
+    db_path: Path | None = None,
+) -> None:
+    """Check `key` against the workspace's key check before it is kept (at init, the first key
+    holder writes it). WrongKey says so in one line; a local workspace not created yet is left alone."""
+    if remote_url:
+        from memframe.backend.remote import RemoteStore
+
+        store: object = RemoteStore(remote_url, token, workspace_id)
+    else:
+        if not local_workspace_exists(workspace_id, db_path):
+            return
+        from memframe.backend.local import LocalStore
+        from memframe.service import MemoryService
+        from memframe.service.accounts import LOCAL_USER
+
+        service = MemoryService(db_path or paths.local_database())
+        store = LocalStore(service, workspace_id, LOCAL_USER, owns_service=True)
+    from memframe.backend.heads import SeenHeads
+    from memframe.backend.sealed import SealedBackend
+
+    backend = SealedBackend(store, key, seen=SeenHeads(None))  # type: ignore[arg-type]
+    try:
+        backend.prove_key()
+    finally:
+        backend.store.close()
 
 
 def local_workspace_exists(workspace_id: str, db_path: Path | None = None) -> bool:

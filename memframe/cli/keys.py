@@ -42,6 +42,9 @@ def cmd_key(args: argparse.Namespace) -> int:
     raw = _read_bytes(args.file)
     passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
     key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}")
+    from memframe.backend.workspaces import prove_key
+
+    prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # a wrong key is not kept
     path = write_key(key, args.workspace, remote_url=args.remote, overwrite=args.force)
     out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {crypto.key_fingerprint(key)}).")
     return 0

@@ -20,9 +20,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         passphrase = args.settings.passphrase or new_passphrase()
     if args.remote:
         from memframe import crypto
+        from memframe.backend.workspaces import prove_key
 
         reached = _remote_probe(args)
-        path = write_key(crypto.new_key(), args.workspace, remote_url=args.remote, passphrase=passphrase)
+        key = crypto.new_key()
+        prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # writes the key check
+        path = write_key(key, args.workspace, remote_url=args.remote, passphrase=passphrase)
         out(f"Workspace {args.workspace!r} on {reached}: key created at {path} (mode 0600).")
         out("The key stays on this machine; share it with 'memframe key export'.")
         return 0
@@ -173,6 +176,17 @@ def cmd_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    backend = open_workspace(args)
+    try:
+        checked = backend.verify()
+    finally:
+        backend.close()
+    total = sum(version for _, version in checked)
+    out(f"The history of {args.workspace!r} chains: {len(checked)} documents, {total} versions verified.")
+    return 0
+
+
 def cmd_frame(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import init_local_workspace, local_workspace_exists
     from memframe.core.errors import NotFound
@@ -215,3 +229,4 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = add_command(sub, common, "mode", cmd_mode, "show or change the mode: off, read-only or auto")
     p.add_argument("mode", nargs="?", choices=["off", "read-only", "read_only", "auto"])
     p.add_argument("--expected-revision", type=version, default=None)
+    add_command(sub, common, "verify", cmd_verify, "walk every document's whole history and report the first break")

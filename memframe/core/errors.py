@@ -18,6 +18,9 @@
     ├── ProposalRetired         409  a proposal made before a Clear cannot be applied
     ├── KeySessionUnavailable   409  the key session is closed, expired, revoked or unknown
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
+    │   ├── ChainBroken         422  a version does not chain onto the one before it
+    │   └── WrongKey            422  the key does not match the workspace's key check
+    ├── RolledBack              409  the server shows an older head than this machine has seen
     ├── KeyFileError            400  a key file is missing or unreadable
     ├── ModelUnavailable        502  the Assistant's model server failed; memory is untouched
     ├── SchemaTooNew            500  the database was written by a newer memframe
@@ -242,6 +245,25 @@ class DecryptionFailed(MemframeError):
 
     code = "decryption_failed"
     status = 422
+
+
+class ChainBroken(DecryptionFailed):
+    """The history does not chain: a version was moved, copied, reordered or dropped."""
+
+    code = "history_does_not_chain"
+
+
+class WrongKey(DecryptionFailed):
+    """This key is not the workspace's key (it does not match the workspace's key check)."""
+
+    code = "wrong_key"
+
+
+class RolledBack(MemframeError):
+    """The server shows an older version than this machine has seen; the history may have been rolled back."""
+
+    code = "history_rolled_back"
+    status = 409
 
 
 class KeyFileError(MemframeError):

@@ -14,7 +14,14 @@ import sqlite3
 from typing import NamedTuple
 
 from memframe import crypto
-from memframe.core.errors import AIDisabled, DecryptionFailed, InvalidInput, KeySessionUnavailable, NotFound
+from memframe.core.errors import (
+    AIDisabled,
+    DecryptionFailed,
+    InvalidInput,
+    KeySessionUnavailable,
+    NotFound,
+    WrongKey,
+)
 from memframe.core.memory_state import MemoryState
 from memframe.core.turns import AIConsent, KeySessionInfo, RecallResult, Receipt
 from memframe.core.types import MEMORY_PATH, MEMORY_RECALL_MAX_BYTES, Mode, Policy, RecallStatus
@@ -64,17 +71,47 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
     # --- key sessions ----------------------------------------------------------------------
 
     def open_key_session(self, user: str, workspace_id: str, key: bytes) -> KeySessionInfo:
-        """Accept a key only if it opens the workspace's memory, so a wrong key fails now, not later."""
+        """Accept a key only if it is proven: it matches the workspace's key check, or (on a
+        workspace that has none yet) it opens the memory, and then it writes the key check
+        (trust on first use, see RELIABILITY.md). A wrong key fails now, memory or not."""
         if len(key) != crypto.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
+        mine = crypto.key_check(key, workspace_id)
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
-            head = files.get_current(conn, workspace_id, MEMORY_PATH)
-        if head is not None and head.ciphertext is not None:
-            try:
-                crypto.open_sealed(key, head.ciphertext, workspace_id=workspace_id, path=MEMORY_PATH)
-            except DecryptionFailed:
-                raise DecryptionFailed("This key does not open the workspace's memory.") from None
+            row = conn.execute(
+                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
+            ).fetchone()
+            head = files.get_current(conn, workspace_id, MEMORY_PATH) if row is None else None
+        if row is not None:
+            import hmac
+
+            if not hmac.compare_digest(str(row[0]), mine):
+                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
+        else:
+            if head is not None and head.ciphertext is not None:
+                try:
+                    crypto.open_sealed(
+                        key,
+                        head.ciphertext,
+                        workspace_id=workspace_id,
+                        path=MEMORY_PATH,
+                        version=head.info.version,
+                        legacy=True,
+                    )
+                except DecryptionFailed:
+                    raise WrongKey("This key does not open the workspace's memory.") from None
+            with self.db.write() as conn:
+                conn.execute(
+                    "INSERT OR IGNORE INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
+                    " VALUES (?, ?, ?, ?)",
+                    (workspace_id, mine, self.db.clock(), user),
+                )
+                stored = conn.execute(
+                    "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
+                ).fetchone()[0]
+            if stored != mine:  # another key holder proved a different key a moment ago
+                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
         return self.key_sessions.open(workspace_id, user, key)
 
     def revoke_key_session(self, user: str, session_id: str) -> None:
@@ -219,7 +256,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         except KeySessionUnavailable:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
-            text = open_memory(s.ciphertext or b"")
+            text = open_memory(s.ciphertext or b"", judged.revision, legacy=True)
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():

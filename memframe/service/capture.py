@@ -19,7 +19,6 @@ from typing import Any
 from memframe import crypto
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, VersionConflict
-from memframe.core.paths import proposal_path
 from memframe.core.turns import CaptureReceipt, ProposalReason, ProposalRecord, ProposalStatus
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
@@ -85,13 +84,16 @@ class CaptureMixin(AssistantBase):
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
-            base_text = (
-                "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
-            )
-            blob = crypto.seal(
-                key, apply_memory_changes(base_text, list(changes)), workspace_id=workspace_id, path=MEMORY_PATH
-            )
+            base_text = _open_base(key, workspace_id, expected_version, base)
             version = expected_version + 1
+            blob = crypto.seal(
+                key,
+                apply_memory_changes(base_text, list(changes)),
+                workspace_id=workspace_id,
+                path=MEMORY_PATH,
+                version=version,
+                previous=base,
+            )
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
@@ -164,8 +166,7 @@ class CaptureMixin(AssistantBase):
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
             key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
             base = self._current_base(conn, workspace_id, version)
-        text = "" if base is None else crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH)
-        return version, text
+        return version, _open_base(key, workspace_id, version, base)
 
     # --- proposals -------------------------------------------------------------------------
 
@@ -186,7 +187,7 @@ class CaptureMixin(AssistantBase):
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         proposal_id = "prop_" + secrets.token_hex(8)
-        sealed = crypto.seal(key, _edits_json(changes), workspace_id=workspace_id, path=proposal_path(proposal_id))
+        sealed = crypto.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)
         now = self.db.clock()
         record = ProposalRecord(
             proposal_id,
@@ -272,3 +273,12 @@ def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
         ProposalStatus(status),
         created_at,
     )
+
+
+def _open_base(key: bytes, workspace_id: str, version: int, base: bytes | None) -> str:
+    """The memory text a capture applies its edits to, opened at its own version (a row copied
+    from another version fails here). An old-format head still opens: it is the document's last
+    text from before sealing v2, and the capture's new version starts its chain."""
+    if base is None:
+        return ""
+    return crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH, version=version, legacy=True)

@@ -28,8 +28,13 @@ class DocumentsMixin(AssistantBase):
             admission = self._live_admission_for(conn, workspace_id, credential)
         return self.key_sessions.resolve(admission.key_session_id, workspace_id)
 
-    def _open(self, key: bytes, workspace_id: str, path: str, blob: bytes | None) -> str:
-        return "" if blob is None else crypto.open_sealed(key, blob, workspace_id=workspace_id, path=path)
+    def _open(self, key: bytes, workspace_id: str, path: str, blob: bytes | None, version: int) -> str:
+        """A note's version, opened at its own version (a copied row fails). The service keeps no
+        record of what it has seen, so it admits an old-format text; clients refuse one after a
+        document's chain began, and `memframe verify` walks the chain."""
+        if blob is None:
+            return ""
+        return crypto.open_sealed(key, blob, workspace_id=workspace_id, path=path, version=version, legacy=True)
 
     def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
         """Live notes only; the memory namespace is never listed."""
@@ -48,7 +53,7 @@ class DocumentsMixin(AssistantBase):
         for path, version in self.list_documents(workspace_id, credential):
             with self.db.read() as conn:
                 stored = files.get_version(conn, workspace_id, path, version)
-            text = self._open(key, workspace_id, path, stored.ciphertext)
+            text = self._open(key, workspace_id, path, stored.ciphertext, version)
             at = text.casefold().find(needle)
             if at >= 0:
                 line_start = text.rfind("\n", 0, at) + 1
@@ -65,15 +70,17 @@ class DocumentsMixin(AssistantBase):
             head = files.get_current(conn, workspace_id, path)
         if head is None or head.info.operation is Operation.DELETE:
             raise NotFound(f"There is no note {path!r}.")
-        return head.info.version, self._open(key, workspace_id, path, head.ciphertext)
+        return head.info.version, self._open(key, workspace_id, path, head.ciphertext, head.info.version)
 
     def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
         """Create (base 0) or update a note against its exact current version."""
         path = validate_document_path(path)
         key = self._key_for(workspace_id, credential)
-        blob = crypto.seal(key, text, workspace_id=workspace_id, path=path)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version)
+            head = files.get_current(conn, workspace_id, path)
+            previous = None if head is None else head.ciphertext
+            blob = crypto.seal(key, text, workspace_id=workspace_id, path=path, version=version, previous=previous)
             return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
 
     def delete_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
@@ -98,8 +105,8 @@ class DocumentsMixin(AssistantBase):
             if head is None or head.info.operation is Operation.DELETE:
                 raise NotFound(f"There is no note {source!r}.")
             version = files.check_base(conn, workspace_id, source, base_version)
-            text = self._open(key, workspace_id, source, head.ciphertext)
-            blob = crypto.seal(key, text, workspace_id=workspace_id, path=target)
+            text = self._open(key, workspace_id, source, head.ciphertext, head.info.version)
+            blob = crypto.seal(key, text, workspace_id=workspace_id, path=target, version=1)
             target_version = files.check_base(conn, workspace_id, target, 0)
             self._insert(conn, workspace_id, source, version, Operation.DELETE, None)
             return self._insert(conn, workspace_id, target, target_version, Operation.SAVE, blob)
@@ -123,8 +130,17 @@ class DocumentsMixin(AssistantBase):
             )
             if previous is None:
                 raise NotFound(f"The note {path!r} has no earlier text to restore.")
-            text = self._open(key, workspace_id, path, previous.ciphertext)
-            blob = crypto.seal(key, text, workspace_id=workspace_id, path=path)
+            text = self._open(key, workspace_id, path, previous.ciphertext, previous.info.version)
+            known = crypto.header(previous.ciphertext)  # the chain start carries across the deletion
+            blob = crypto.seal(
+                key,
+                text,
+                workspace_id=workspace_id,
+                path=path,
+                version=version,
+                previous=None,
+                since=None if known is None else known.since,
+            )
             return self._insert(
                 conn, workspace_id, path, version, Operation.UNDO, blob, restored_from=previous.info.version
             )

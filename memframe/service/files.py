@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from memframe import crypto
 from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
 from memframe.crypto import content_hash, plaintext_size
@@ -74,6 +75,8 @@ def insert_version(
     """Append one version row and move the file's head to it, inside the caller's batch."""
     if ciphertext is not None and len(ciphertext) > MAX_DOCUMENT_BYTES:
         raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
+    if ciphertext is not None:
+        check_well_formed(ciphertext)
     size = 0 if ciphertext is None else plaintext_size(ciphertext)
     digest = "" if ciphertext is None else content_hash(ciphertext)
     conn.execute(
@@ -100,6 +103,18 @@ def insert_version(
         (workspace_id, path, version, 1 if operation is Operation.DELETE else 0),
     )
     return VersionInfo(version, now, author, actor, operation, size, digest, restored_from)
+
+
+def check_well_formed(ciphertext: bytes) -> None:
+    """The door: a stored text must be a well-formed v2 sealed text (the server cannot read it,
+    but it can refuse what is too short, in an old format, or claims a size it cannot have)."""
+    if len(ciphertext) > MAX_DOCUMENT_BYTES:
+        raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
+    if len(ciphertext) < crypto.V1_OVERHEAD or not crypto.is_well_formed(ciphertext):
+        raise InvalidInput(
+            f"The body is not a sealed text in memframe's format (at least {crypto.SEALED_EMPTY_BYTES} bytes,"
+            " with its header); nothing was written."
+        )
 
 
 def check_restorable(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> None:

@@ -35,7 +35,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
-    memory_opener: Callable[[bytes | None], str] | None = None
+    memory_opener: Callable[..., str] | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
@@ -91,7 +91,7 @@ class KeySessions:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
         return self._touch(session_id, workspace_id).key
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[[bytes | None], str]:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
         """`crypto.opener` for the workspace's memory under this session's key, made once per session
         (recall opens the memory before every model call) and forgotten with the key."""
         session = self._touch(session_id, workspace_id)

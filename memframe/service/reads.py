@@ -66,8 +66,13 @@ class LocalRevisions:
                 " WHERE workspace_id = ? AND path = ? AND version < ? ORDER BY version DESC LIMIT ?",
                 (self.workspace_id, MEMORY_PATH, before if before is not None else 2**62, limit),
             )
+            since: int | None = None  # the chain start, from the newest new-format text read
             for version, created_at, author, actor, operation, blob in rows:
-                yield version, created_at, author, actor, operation, open_blob(blob)
+                header = crypto.header(blob)
+                if header is not None and since is None:
+                    since = header.since
+                legacy = since is None or version < since  # no old-format text after the chain began
+                yield version, created_at, author, actor, operation, open_blob(blob, version, legacy=legacy)
         except sqlite3.DatabaseError as exc:
             from memframe.core.errors import Unavailable
 

@@ -23,7 +23,7 @@ from memframe.core.types import (
     StoredVersion,
     VersionInfo,
 )
-from memframe.crypto import plaintext_size
+from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock, Database
@@ -94,8 +94,11 @@ class MemoryService:
         path = check_file_path(path)
         if clear and path != MEMORY_PATH:
             raise InvalidInput("Only the memory document can be cleared.")
-        if clear and plaintext_size(ciphertext) != 0:
-            raise InvalidInput("A Clear writes an empty revision.")
+        files.check_well_formed(ciphertext)
+        if clear and not is_sealed_empty(ciphertext):
+            raise InvalidInput(
+                f"A Clear writes exactly a sealed empty revision ({SEALED_EMPTY_BYTES} bytes); nothing was written."
+            )
         if clear and restored_from is not None:
             raise InvalidInput("A Clear cannot also restore a revision.")
         operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
@@ -119,6 +122,35 @@ class MemoryService:
             if clear:
                 conn.execute(ADVANCE_CLEAR_GENERATION, {"ws": workspace_id, "path": path, "version": version})
         return info
+
+    def get_key_check(self, user: str, workspace_id: str) -> str | None:
+        """The workspace's key check, or None if no key holder has written one yet."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            row = conn.execute(
+                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_key_check(self, user: str, workspace_id: str, key_check: str) -> str:
+        """Write the key check once; the same value again is a no-op, another one is refused."""
+        if len(key_check) != 64 or any(c not in "0123456789abcdef" for c in key_check):
+            raise InvalidInput("A key check is 64 lowercase hex digits.")
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            conn.execute(
+                "INSERT OR IGNORE INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
+                " VALUES (?, ?, ?, ?)",
+                (workspace_id, key_check, self.db.clock(), user),
+            )
+            stored = conn.execute(
+                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
+            ).fetchone()[0]
+        if stored != key_check:
+            from memframe.core.errors import WrongKey
+
+            raise WrongKey("This workspace already has another key; nothing was changed.")
+        return str(stored)
 
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""

@@ -7,7 +7,6 @@ replayed from stored records.
 from __future__ import annotations
 
 from memframe import crypto
-from memframe.core.paths import transcript_path
 from memframe.service.admissions import AssistantBase
 
 
@@ -17,12 +16,16 @@ class TranscriptMixin(AssistantBase):
         with self.db.read() as conn:
             admission = self._live_admission_for(conn, workspace_id, credential)
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
-        sealed = crypto.seal(key, content, workspace_id=workspace_id, path=transcript_path(admission.conversation_id))
         with self.db.write() as conn:
             seq = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM conversation_messages WHERE conversation_id = ?",
                 (admission.conversation_id,),
             ).fetchone()[0]
+            # Sealed at its place in the conversation: a message moved, swapped or dropped from the
+            # middle no longer opens at the position it is read from.
+            sealed = crypto.seal_message(
+                key, content, workspace_id=workspace_id, conversation_id=admission.conversation_id, seq=seq, role=role
+            )
             conn.execute(
                 "INSERT INTO conversation_messages (conversation_id, seq, role, admission_id,"
                 " sealed_content, created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -50,5 +53,6 @@ class TranscriptMixin(AssistantBase):
                 (admission.conversation_id,),
             ).fetchall()
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
-        path = transcript_path(admission.conversation_id)
-        return [(r[0], crypto.open_sealed(key, bytes(r[1]), workspace_id=workspace_id, path=path)) for r in rows]
+        return crypto.open_transcript(
+            key, workspace_id, admission.conversation_id, [(str(r[0]), bytes(r[1])) for r in rows]
+        )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from memframe.core.turns import (
     AIConsent,
@@ -140,3 +140,9 @@ class ProposalList(WireOut):
 
 class ProposalResolveIn(WireIn):
     status: Literal["applied", "dismissed"]
+
+
+class KeyCheck(BaseModel):
+    """HMAC-SHA256(key, "memframe key check v1" + workspace id): proves a key, decrypts nothing."""
+
+    keyCheck: str | None = Field(default=None, description="64 hex digits; null until a key holder writes it.")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memframe.core.types import MEMORY_PATH
-from memframe.crypto import SEAL_OVERHEAD
+from memframe.crypto import plaintext_size
 
 
 def _soak_factor() -> float:
@@ -115,7 +115,7 @@ def store_problems(conn: sqlite3.Connection) -> list[str]:
         blob = bytes(blob)
         if digest != hashlib.sha256(blob).hexdigest():
             problems.append(f"{ws}:{path}@{version}: content_hash does not match the ciphertext")
-        if size != max(0, len(blob) - SEAL_OVERHEAD):
+        if size != plaintext_size(bytes(blob)):
             problems.append(f"{ws}:{path}@{version}: size does not match the ciphertext")
     for doc, versions in chains.items():
         if versions != list(range(1, len(versions) + 1)):

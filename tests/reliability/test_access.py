@@ -127,17 +127,17 @@ def assert_clean(world: World, what: str, exc: BaseException) -> None:
 # --- people -------------------------------------------------------------------------------------
 
 PersonOp = Callable[[World, str], object]
+
+
+def _other_blob(w: World, text: str) -> bytes:
+    return crypto.seal(w.other_key, text, workspace_id="ws", path=MEMORY_PATH, version=2)
+
+
 PERSON_OPS: dict[str, PersonOp] = {
     "get_file": lambda w, u: w.service.get_file(u, "ws", MEMORY_PATH),
-    "put_file": lambda w, u: w.service.put_file(
-        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "x", workspace_id="ws", path=MEMORY_PATH), 1
-    ),
-    "clear": lambda w, u: w.service.put_file(
-        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "", workspace_id="ws", path=MEMORY_PATH), 1, clear=True
-    ),
-    "undo": lambda w, u: w.service.put_file(
-        u, "ws", MEMORY_PATH, crypto.seal(w.other_key, "x", workspace_id="ws", path=MEMORY_PATH), 1, restored_from=1
-    ),
+    "put_file": lambda w, u: w.service.put_file(u, "ws", MEMORY_PATH, _other_blob(w, "x"), 1),
+    "clear": lambda w, u: w.service.put_file(u, "ws", MEMORY_PATH, _other_blob(w, ""), 1, clear=True),
+    "undo": lambda w, u: w.service.put_file(u, "ws", MEMORY_PATH, _other_blob(w, "x"), 1, restored_from=1),
     "delete_file": lambda w, u: w.service.delete_file(u, "ws", "notes/q3.md", 1),
     "list_versions": lambda w, u: w.service.list_versions(u, "ws", MEMORY_PATH),
     "get_version": lambda w, u: w.service.get_version(u, "ws", MEMORY_PATH, 1),

@@ -169,12 +169,23 @@ def verify(db: Path, acks: list[tuple[Any, ...]], ledger: Ledger) -> None:
 
 
 def every_version_opens(db: Path, key: bytes) -> int:
+    """Every revision opens at its own version, and the whole history chains (`memframe verify`'s walk)."""
+    from memframe.backend.heads import SeenHeads
+    from memframe.backend.local import LocalBackend
+
     with raw(db) as conn:
         blobs = conn.execute(
-            "SELECT ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?", (WORKSPACE, MEMORY_PATH)
+            "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?",
+            (WORKSPACE, MEMORY_PATH),
         ).fetchall()
-    for (blob,) in blobs:
-        crypto.open_sealed(key, bytes(blob), workspace_id=WORKSPACE, path=MEMORY_PATH)
+    for version, blob in blobs:
+        if blob is not None:
+            crypto.open_sealed(key, bytes(blob), workspace_id=WORKSPACE, path=MEMORY_PATH, version=version)
+    checker = LocalBackend(db, WORKSPACE, key, seen=SeenHeads(None))
+    try:
+        checker.verify()
+    finally:
+        checker.store.close()
     return len(blobs)
 
 

@@ -18,6 +18,7 @@ database that a later open migrates completely.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -285,7 +286,7 @@ def _fill(scene: Scene) -> None:
     size, i = 3000, 0
     while size >= 8:
         i += 1
-        blob = crypto.seal(scene.key, "x" * size, workspace_id="ws", path=f"pad/{i}")
+        blob = crypto.seal(scene.key, os.urandom(size // 2).hex(), workspace_id="ws", path=f"pad/{i}", version=1)
         try:
             scene.service.put_file(LOCAL_USER, "ws", f"pad/{i}", blob, 0)
         except Unavailable:

@@ -44,14 +44,7 @@ PER_EXAMPLE = 20
 STORED_TAMPERINGS = sized(200, 1_000)
 
 KEY_WS, KEY_WS2 = crypto.new_key(), crypto.new_key()
-PLACES = [
-    ("ws", MEMORY_PATH),
-    ("ws", "notes/plan.md"),
-    ("ws", proposal_path("prop_0123456789abcdef")),
-    ("ws", transcript_path("conv-1")),
-    ("ws2", MEMORY_PATH),
-    ("ws2", "notes/plan.md"),
-]
+PROPOSAL = "prop_0123456789abcdef"
 #: Other spellings a confused or malicious caller might use for the same place.
 SPELLINGS = [
     "./.zudotext/memory/MEMORY.md",
@@ -63,29 +56,94 @@ SPELLINGS = [
     ".zudotext/memory/MEMORY.md ",
     "．zudotext/memory/MEMORY.md",
     "",
+    transcript_path("conv-1"),
+    proposal_path(PROPOSAL),
 ]
 TEXTS = ["", "x", "# Memory\n- prefers green tea\n", "長い記憶 " * 120]
+
+#: Where a text is opened: ("file", ws, path, version, legacy), ("message", ws, conversation, seq,
+#: role, legacy) or ("proposal", ws, proposal id). `legacy` admits a v1 text there.
+Place = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class Sealed:
     key: bytes
     blob: bytes
-    workspace: str
-    path: str
+    place: Place
+
+
+def open_at(key: bytes, blob: bytes, place: Place) -> str:
+    """Open `blob` at `place` through the one public opener of that kind of place."""
+    if place[0] == "file":
+        _, ws, path, version, legacy = place
+        return crypto.open_sealed(key, blob, workspace_id=ws, path=path, version=version, legacy=legacy)
+    if place[0] == "message":
+        _, ws, cid, seq, role, legacy = place
+        return crypto.open_message(key, blob, workspace_id=ws, conversation_id=cid, seq=seq, role=role, legacy=legacy)
+    _, ws, pid = place
+    return crypto.open_proposal(key, blob, workspace_id=ws, proposal_id=pid, legacy_path=proposal_path(pid))
+
+
+def _v2_place(place: Place) -> bytes:
+    if place[0] == "file":
+        return crypto.file_place(place[1], place[2], place[3])
+    if place[0] == "message":
+        return crypto.transcript_place(place[1], place[2], place[3], place[4])
+    return crypto.proposal_place(place[1], place[2])
+
+
+def _v1_ad(place: Place) -> bytes | None:
+    if place[0] == "file":
+        return crypto.associated_data(place[1], place[2]) if place[4] else None
+    if place[0] == "message":
+        return crypto.associated_data(place[1], transcript_path(place[2])) if place[5] else None
+    return crypto.associated_data(place[1], proposal_path(place[2]))
 
 
 def _genuine() -> list[Sealed]:
     out = []
-    for ws, path in PLACES:
-        for key in (KEY_WS if ws == "ws" else KEY_WS2, KEY_WS2 if ws == "ws" else KEY_WS):
+    for ws in ("ws", "ws2"):
+        for key in (KEY_WS, KEY_WS2):
             for text in TEXTS:
-                out.append(Sealed(key, crypto.seal(key, text, workspace_id=ws, path=path), ws, path))
+                previous = None
+                for version in (1, 2, 3):  # a chain of three memory versions
+                    blob = crypto.seal(key, text, workspace_id=ws, path=MEMORY_PATH, version=version, previous=previous)
+                    out.append(Sealed(key, blob, ("file", ws, MEMORY_PATH, version, False)))
+                    previous = blob
+                note = crypto.seal(key, text, workspace_id=ws, path="notes/plan.md", version=1)
+                out.append(Sealed(key, note, ("file", ws, "notes/plan.md", 1, False)))
+                for path in (MEMORY_PATH, "notes/plan.md"):  # texts sealed before v2, where they are due
+                    old = crypto.seal_v1(key, text, workspace_id=ws, path=path)
+                    out.append(Sealed(key, old, ("file", ws, path, 1, True)))
+                for seq, role in ((1, "user"), (2, "assistant")):
+                    message = crypto.seal_message(
+                        key, text, workspace_id=ws, conversation_id="conv-1", seq=seq, role=role
+                    )
+                    out.append(Sealed(key, message, ("message", ws, "conv-1", seq, role, False)))
+                proposal = crypto.seal_proposal(key, text, workspace_id=ws, proposal_id=PROPOSAL)
+                out.append(Sealed(key, proposal, ("proposal", ws, PROPOSAL)))
     return out
 
 
 GENUINE = _genuine()
-OPENS = {(g.key, g.blob, crypto.associated_data(g.workspace, g.path)) for g in GENUINE}
+_BY_BLOB: dict[bytes, list[Sealed]] = {}
+for _g in GENUINE:
+    _BY_BLOB.setdefault(_g.blob, []).append(_g)
+
+
+def really_opens(key: bytes, blob: bytes, place: Place) -> bool:
+    """True only for an untampered text at a place it was sealed for (a v1 one binds no version)."""
+    for g in _BY_BLOB.get(blob, []):
+        if g.key != key:
+            continue
+        if crypto.header(blob) is not None and _v2_place(place) == _v2_place(g.place):
+            return True
+        if crypto.header(blob) is None and _v1_ad(place) is not None and _v1_ad(place) == _v1_ad(g.place):
+            return True
+    return False
+
+
 names = st.text(alphabet=st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=40)
 
 
@@ -99,6 +157,9 @@ KINDS = [
     "new nonce",
     "splice two ciphertexts",
     "another place",
+    "another version",
+    "another chain link",
+    "old format where the new is due",
     "another place's ciphertext",
     "wrong key",
     "random bytes",
@@ -106,24 +167,36 @@ KINDS = [
 # Strategies built once: building them inside every draw costs more than the decryption itself.
 _KIND = st.sampled_from(KINDS)
 _GENUINE = st.sampled_from(GENUINE)
+_V2_FILES = st.sampled_from([g for g in GENUINE if g.place[0] == "file" and not g.place[4]])
+_V1 = st.sampled_from([g for g in GENUINE if g.place[0] == "file" and g.place[4]])
 _OFFSET = st.integers(0, 2**16)  # taken modulo the ciphertext's length
 _BYTE = st.integers(1, 255)
 _BITS = st.lists(_OFFSET, min_size=1, max_size=4)
 _TAIL = st.binary(min_size=1, max_size=64)
 _NONCE = st.binary(min_size=crypto.NONCE_BYTES, max_size=crypto.NONCE_BYTES)
 _WORKSPACE = st.sampled_from(["ws", "ws2", "WS", "ws ", "w"]) | names
-_PATH = st.sampled_from([p for _, p in PLACES] + SPELLINGS) | names
-_ELSEWHERE = {place: st.sampled_from([o.blob for o in GENUINE if (o.workspace, o.path) != place]) for place in PLACES}
+_PATH = st.sampled_from([MEMORY_PATH, "notes/plan.md", *SPELLINGS]) | names
+_VERSION = st.integers(0, 5)
+_ROLE = st.sampled_from(["user", "assistant", "system"])
+_CONVERSATION = st.sampled_from(["conv-1", "conv-2", "plan.md"]) | names
+_ANY_PLACE = st.one_of(
+    st.tuples(st.just("file"), _WORKSPACE, _PATH, _VERSION, st.booleans()),
+    st.tuples(st.just("message"), _WORKSPACE, _CONVERSATION, _VERSION, _ROLE, st.booleans()),
+    st.tuples(st.just("proposal"), _WORKSPACE, st.sampled_from([PROPOSAL, "prop_x"]) | names),
+)
+_ELSEWHERE = st.sampled_from(GENUINE)
 _KEY = st.sampled_from([KEY_WS, KEY_WS2, bytes(32), b"\xff" * 32]) | st.binary(min_size=32, max_size=32)
-_RANDOM = st.binary(max_size=300)
+_RANDOM = st.binary(max_size=300) | st.binary(min_size=4, max_size=300).map(lambda b: crypto.MAGIC + b)
 
 
 @st.composite
 def tampering(draw: st.DrawFn) -> tuple[str, Sealed] | None:
-    """One altered (key, blob, workspace, path); None in the rare draw that changed nothing."""
-    g = draw(_GENUINE)
+    """One altered (key, blob, place); None in the rare draw that changed nothing."""
     kind = draw(_KIND)
-    key, blob, ws, path = g.key, g.blob, g.workspace, g.path
+    g = draw(
+        _V2_FILES if kind in ("another version", "another chain link") else _V1 if kind.startswith("old") else _GENUINE
+    )
+    key, blob, place = g.key, g.blob, g.place
     n = len(blob)
     if kind == "flip bits":
         data = bytearray(blob)
@@ -144,22 +217,31 @@ def tampering(draw: st.DrawFn) -> tuple[str, Sealed] | None:
         i = draw(_OFFSET) % n
         blob = blob[:i] + blob[i + 1 + draw(_OFFSET) % (n - i) :]
     elif kind == "new nonce":
-        blob = draw(_NONCE) + blob[crypto.NONCE_BYTES :]
+        at = crypto.HEADER_BYTES if crypto.header(blob) is not None else 0
+        blob = blob[:at] + draw(_NONCE) + blob[at + crypto.NONCE_BYTES :]
     elif kind == "splice two ciphertexts":
         other = draw(_GENUINE)
         cut = draw(_OFFSET) % (min(n, len(other.blob)) + 1)
         blob = blob[:cut] + other.blob[cut:]
     elif kind == "another place":
-        ws, path = draw(_WORKSPACE), draw(_PATH)
+        place = draw(_ANY_PLACE)
+    elif kind == "another version":  # a row copied, moved or reordered within its document
+        place = (*place[:3], draw(_VERSION), draw(st.booleans()))
+    elif kind == "another chain link":  # the header names another predecessor or chain start
+        other = draw(_V2_FILES)
+        cut = draw(st.sampled_from([4, 8, 12]))
+        blob = blob[:cut] + other.blob[cut : crypto.HEADER_BYTES] + blob[crypto.HEADER_BYTES :]
+    elif kind == "old format where the new is due":
+        place = (*place[:4], False)
     elif kind == "another place's ciphertext":
-        blob = draw(_ELSEWHERE[(ws, path)])
+        blob = draw(_ELSEWHERE).blob
     elif kind == "wrong key":
         key = draw(_KEY)
     else:
         blob = draw(_RANDOM)
-    if (key, blob, crypto.associated_data(ws, path)) in OPENS:
-        return None  # not a tampering: this exact triple really opens
-    return kind, Sealed(key, blob, ws, path)
+    if really_opens(key, blob, place):
+        return None  # not a tampering: this exact text really opens there
+    return kind, Sealed(key, blob, place)
 
 
 def test_ten_thousand_tampered_ciphertexts_are_all_refused() -> None:
@@ -177,7 +259,7 @@ def test_ten_thousand_tampered_ciphertexts_are_all_refused() -> None:
                 continue
             kind, t = case
             try:
-                text = crypto.open_sealed(t.key, t.blob, workspace_id=t.workspace, path=t.path)
+                text = open_at(t.key, t.blob, t.place)
             except DecryptionFailed as exc:
                 message = str(exc)
                 assert len(t.blob) < 8 or t.blob.hex() not in message, "the error shows the ciphertext"
@@ -218,7 +300,7 @@ def store(fast_tmp: Path) -> Iterator[Store]:
         person.save(f"# Memory\n- revision {i} of ws\n", i)
         other.save(f"# Memory\n- revision {i} of ws2\n", i)
     for backend, key in ((person, KEY_WS), (other, KEY_WS2)):
-        blob = crypto.seal(key, "a note\n", workspace_id=backend.workspace_id, path="notes/plan.md")
+        blob = crypto.seal(key, "a note\n", workspace_id=backend.workspace_id, path="notes/plan.md", version=1)
         service.put_file(LOCAL_USER, backend.workspace_id, "notes/plan.md", blob, 0)
     person.set_ai(True)
     person.set_policy(Mode.AUTO, 0)
@@ -254,7 +336,7 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
     @settings(max_examples=STORED_TAMPERINGS, deadline=None, suppress_health_check=list(HealthCheck))
     @given(
         version=st.sampled_from(sorted(originals)),
-        how=st.sampled_from(["flip", "truncate", "extend", "nonce", "foreign"]),
+        how=st.sampled_from(["flip", "truncate", "extend", "nonce", "copied", "foreign"]),
         data=st.data(),
     )
     def refused(version: int, how: str, data: st.DataObject) -> None:
@@ -267,7 +349,10 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
         elif how == "extend":
             blob = blob + data.draw(st.binary(min_size=1, max_size=32))
         elif how == "nonce":
-            blob = crypto.new_key()[: crypto.NONCE_BYTES] + blob[crypto.NONCE_BYTES :]
+            at = crypto.HEADER_BYTES
+            blob = blob[:at] + crypto.new_key()[: crypto.NONCE_BYTES] + blob[at + crypto.NONCE_BYTES :]
+        elif how == "copied":  # another version's genuine ciphertext of the same document
+            blob = originals[data.draw(st.sampled_from([v for v in originals if v != version]))]
         else:  # another workspace's memory, or a note: genuine ciphertext from the wrong place
             blob = data.draw(st.sampled_from(foreign))
         _put_blob(store.path, version, blob)
@@ -280,8 +365,10 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
             if version == head:
                 with pytest.raises(DecryptionFailed):
                     store.person.load()
-                with pytest.raises(DecryptionFailed):
-                    store.service.assistant.open_key_session(LOCAL_USER, "ws", KEY_WS)
+                # the key is proven by the workspace's key check, not by the (altered) memory
+                store.service.assistant.revoke_key_session(
+                    LOCAL_USER, store.service.assistant.open_key_session(LOCAL_USER, "ws", KEY_WS).id
+                )
                 store.clock.advance(1)
                 a = store.service.assistant.admit(
                     LOCAL_USER,

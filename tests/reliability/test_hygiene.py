@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -195,7 +196,8 @@ def test_a_full_session_leaks_nothing(
     head = me.history()[0].version
     writer = service.db._writer
     writer.execute(f"PRAGMA max_page_count = {writer.execute('PRAGMA page_count').fetchone()[0]}")
-    assert isinstance(s.expect_error(lambda: me.save(f"- {SAVED[1]}\n" * 5000, head)), Unavailable)
+    big = "".join(f"- {SAVED[1]} {os.urandom(6).hex()}\n" for _ in range(5000))  # does not compress away
+    assert isinstance(s.expect_error(lambda: me.save(big, head)), Unavailable)
     writer.execute("PRAGMA max_page_count = 1073741823")
     me.close()
 
