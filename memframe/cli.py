@@ -312,12 +312,57 @@ def cmd_ai(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def model_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The model client `add_model_arguments` describes, or None for the built-in scripted model."""
     if not args.model_url:
         return None
-    from memframe.assistant.models import OpenAIChatModel
+    from memframe.assistant.models import ModelOptions, OpenAIChatModel
 
-    return OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
+    options = ModelOptions(
+        args.model_url,
+        args.model,
+        api_key=os.environ.get("MEMFRAME_MODEL_KEY"),
+        max_tokens=args.max_tokens,
+        tool_choice=args.tool_choice,
+        timeout=args.model_timeout,
+        system_as_user=args.system_as_user,
+        stream=not args.no_stream,
+    )
+    return OpenAIChatModel(options)
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The model server's request settings, beside --model-url (chat, serve and mcp share them)."""
+    p.add_argument("--max-tokens", type=_positive, default=1024, metavar="N", help="longest answer (default: 1024)")
+    p.add_argument(
+        "--tool-choice",
+        default="auto",
+        metavar="NAME",
+        help="auto, none, required, or a tool to force on the call that answers the message, e.g. "
+        "remember_in_memory for small models that never choose a tool (default: auto)",
+    )
+    p.add_argument(
+        "--model-timeout", type=_seconds, default=120.0, metavar="SECONDS", help="per model call (default: 120)"
+    )
+    p.add_argument(
+        "--system-as-user",
+        action="store_true",
+        help="fold the system message, memory included, into the first user message "
+        "(for chat formats that drop system messages, e.g. llama-cpp-python's gemma)",
+    )
+    p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once instead of streaming")
+
+
+def _seconds(value: str) -> float:
+    import argparse
+
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return number
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -325,12 +370,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     from memframe.backend.workspaces import open_backend
 
-    backend = open_backend(args.workspace, remote_url=args.remote, token=args.token, prompt=_prompt, model=_model(args))
+    backend = open_backend(
+        args.workspace, remote_url=args.remote, token=args.token, prompt=_prompt, model=model_from_args(args)
+    )
     conversation = args.conversation or f"c-{secrets.token_hex(4)}"
     try:
         if args.message is not None:
-            _print_turn(backend.send(conversation, args.message))
-            return 0
+            return _chat_turn(backend, conversation, args.message)
         _out(f"Conversation {conversation} with the Assistant of {backend.workspace_id!r}. Empty line or ctrl-d ends.")
         while True:
             try:
@@ -340,17 +386,61 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 break
             if not line.strip():
                 break
-            _print_turn(backend.send(conversation, line))
+            code = _chat_turn(backend, conversation, line)
+            if code:
+                return code
         _out(f"See what each answer used: memframe receipts --conversation {conversation}")
         return 0
     finally:
         backend.close()
 
 
+def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:
+    """One message: the answer printed as it streams in, then its receipts and what its tools did.
+
+    A turn that failed after a tool did something still shows what was done
+    ("Remembered (memory version N)"), then the failure, and exits non-zero.
+    """
+    streamed: list[str] = []
+
+    def show(piece: str) -> None:
+        if not streamed:
+            sys.stdout.write("assistant › ")
+        streamed.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    try:
+        result = backend.send(conversation, message, on_text=show)
+    except Exception:
+        if streamed:
+            _out()  # the failure line starts on a line of its own
+        raise
+    if streamed:
+        _out()
+    if not (streamed and result.answer and "".join(streamed).endswith(result.answer)):
+        _print_answer(result)  # not streamed, or streamed text came before a tool call: the answer whole
+    _print_turn(result)
+    if result.failure:
+        print(f"memframe: {result.failure} The turn ended before an answer.", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def _print_answer(result) -> None:  # type: ignore[no-untyped-def]
+    if result.failure:
+        _out("assistant › (no answer: the model call failed; see below)")
+    elif not result.answer.strip():
+        _out("assistant › (the model gave an empty answer)")
+    else:
+        _out(f"assistant › {result.answer}")
+
+
 def _print_turn(result) -> None:  # type: ignore[no-untyped-def]
     from memframe.core.recall import withheld_reason
 
-    _out(f"assistant › {result.answer}")
+    if result.cut_off:
+        _out("  (the answer was cut off at the token limit; --max-tokens raises it)")
     for call in result.calls:
         if call.status.value == "provided":
             _out(f"  memory: revision {call.revision} was provided to call {call.call_index + 1}")
@@ -480,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the built-in scripted model, which quotes the memory it was given)",
     )
     p.add_argument("--model", default="default", help="the model name to ask the server for")
+    add_model_arguments(p)
     p = add("receipts", cmd_receipts, "which revision each model call used, or why memory was withheld")
     p.add_argument("--conversation", "-c", required=True)
     p = add("proposals", cmd_proposals, "list, apply or dismiss the Assistant's proposed changes")

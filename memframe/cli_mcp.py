@@ -15,19 +15,15 @@ line on stderr and exits non-zero before any protocol traffic.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import open_backend
+    from memframe.cli import model_from_args
     from memframe.mcp_server import serve_stdio
 
-    model = None
-    if args.model_url:
-        from memframe.assistant.models import OpenAIChatModel
-
-        model = OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
+    model = model_from_args(args)
     # A missing workspace or key fails here, fast; a missing `mcp` package fails in serve_stdio,
     # which closes the backend either way.
     backend = open_backend(args.workspace, remote_url=args.remote, token=args.token, prompt=None, model=model)
@@ -44,4 +40,7 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "(default: the built-in scripted model, which quotes the memory it was given)",
     )
     p.add_argument("--model", default="default", help="the model name to ask the model server for")
+    from memframe.cli import add_model_arguments
+
+    add_model_arguments(p)
     p.set_defaults(handler=cmd_mcp)

@@ -156,11 +156,9 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
-    model = None
-    if args.model_url:
-        from memframe.assistant.models import OpenAIChatModel
+    from memframe.cli import model_from_args
 
-        model = OpenAIChatModel(args.model_url, args.model, api_key=os.environ.get("MEMFRAME_MODEL_KEY"))
+    model = model_from_args(args)
     config = uvicorn.Config(
         create_app(service, model=model),
         lifespan="off",
@@ -329,6 +327,9 @@ def register(subparsers: Any, common: argparse.ArgumentParser) -> None:
         "(default: the built-in scripted model, which quotes the memory it was given)",
     )
     serve.add_argument("--model", default="default", help="the model name to ask the model server for")
+    from memframe.cli import add_model_arguments
+
+    add_model_arguments(serve)
     serve.set_defaults(handler=cmd_serve)
 
     admin = subparsers.add_parser(

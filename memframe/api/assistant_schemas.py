@@ -90,11 +90,15 @@ class TurnOut(_Out):
     admission_id: str
     calls: list[CallRecordOut]
     outcomes: list[ToolOutcomeOut]
+    cut_off: bool = False
+    failure: str | None = None
 
     @classmethod
     def of(cls, result: TurnResult) -> TurnOut:
         return cls(
             answer=result.answer,
+            cut_off=result.cut_off,
+            failure=result.failure,
             admission_id=result.admission_id,
             calls=[CallRecordOut(call_index=c.call_index, status=c.status, revision=c.revision) for c in result.calls],
             outcomes=[
@@ -111,6 +115,8 @@ class TurnOut(_Out):
             admission_id=self.admission_id,
             calls=[CallRecord(c.call_index, c.status, c.revision) for c in self.calls],
             outcomes=[ToolOutcome(o.tool, o.kind, o.message, o.version, o.proposal_id) for o in self.outcomes],
+            cut_off=self.cut_off,
+            failure=self.failure,
         )
 
 
