@@ -370,9 +370,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     from memframe.backend.workspaces import open_backend
 
-    backend = open_backend(
-        args.workspace, remote_url=args.remote, token=args.token, prompt=_prompt, model=model_from_args(args)
-    )
+    model = model_from_args(args)
+    backend = open_backend(args.workspace, remote_url=args.remote, token=args.token, prompt=_prompt, model=model)
     conversation = args.conversation or f"c-{secrets.token_hex(4)}"
     try:
         if args.message is not None:
@@ -393,6 +392,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return 0
     finally:
         backend.close()
+        if model is not None:
+            model.close()
 
 
 def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:

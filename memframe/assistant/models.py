@@ -149,6 +149,7 @@ TOOL_CHOICES = ("auto", "none", "required")
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT = 120.0
 _SERVER_MESSAGE_CHARS = 240
+_MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -263,11 +264,14 @@ class OpenAIChatModel:
                 if "text/event-stream" in kind:
                     return _read_events(response.iter_lines(), on_text, self.base_url)
                 response.read()
-                return self._read_json(response)
+                reply = self._read_json(response)  # a server that does not stream: the answer comes whole
+                if on_text is not None and reply.content:
+                    on_text(reply.content)
+                return reply
         except httpx.TimeoutException:
             raise ModelUnavailable(
-                f"The model server at {self.base_url} did not answer within {self.options.timeout:g} s "
-                "(--model-timeout sets the limit)."
+                f"The model server at {self.base_url} did not answer in time ({self.options.timeout:g} s; "
+                "--model-timeout sets the limit)."
             ) from None
         except httpx.RemoteProtocolError:
             raise ModelUnavailable(
@@ -278,7 +282,7 @@ class OpenAIChatModel:
 
     def _refusal(self, response: Any, *, streaming: bool) -> Exception:
         said = _server_message(response)
-        if streaming and response.status_code >= 400 and "stream" in said.lower():
+        if streaming and response.status_code >= 400 and _MENTIONS_STREAMING.search(said):
             return _StreamRefused(said)
         if response.status_code == 404:
             hint = (
