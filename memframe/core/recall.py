@@ -81,6 +81,10 @@ _DEFANGED = {"<": "\u2039", "[": "\u2045"}  # ‹ and ⁅
 #: Every character whose compatibility form holds `<`, `[` or `&`; without one, no reading opens a marker.
 _LT_OR_AMP = frozenset("<[&\ufe47\ufe60\ufe64\uff06\uff1c\uff3b")
 _MAX_DECODE_ROUNDS = 16
+_BRACKETS = frozenset("[\ufe47\uff3b")
+#: Without `<` or `&` no entity can spell a letter, so a folded `[` followed by "workspace" (anything
+#: that is not a letter or digit may sit between) is the only way text can hold a marker.
+_BRACKET_WORKSPACE = re.compile(r"\[\W*w\W*o\W*r\W*k\W*s\W*p\W*a\W*c\W*e")
 
 # One character of the normalised reading, with the span of source text it came from.
 _Shadow = list[tuple[str, int, int]]
@@ -154,8 +158,15 @@ def _defang_everything(text: str) -> str:
 
 def neutralize(text: str) -> str:
     """Memory text that cannot close the recall block early or open a forged one."""
-    if _LT_OR_AMP.isdisjoint(text):
+    triggers = _LT_OR_AMP.intersection(text)
+    if not triggers:
         return text
+    if triggers <= _BRACKETS and not _BRACKET_WORKSPACE.search(
+        text.lower()
+        if text.isascii()
+        else unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    ):
+        return text  # Markdown's links and checkboxes: with no `<` or `&`, nothing can spell a marker
     for _ in range(_MAX_DECODE_ROUNDS):
         spans, settled = _forged_spans(text)
         if not settled:
