@@ -156,17 +156,21 @@ def _defang_everything(text: str) -> str:
     return "".join(out)
 
 
+def _spells_a_bracket_marker(text: str) -> bool:
+    """Whether text with `[` but no `<` or `&` may hold a marker: ASCII has no format characters or
+    compatibility forms, so "workspace" must be there as it is."""
+    if text.isascii():
+        return "workspace" in text.lower()
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return bool(_BRACKET_WORKSPACE.search(folded))
+
+
 def neutralize(text: str) -> str:
     """Memory text that cannot close the recall block early or open a forged one."""
-    triggers = _LT_OR_AMP.intersection(text)
-    if not triggers:
+    if _LT_OR_AMP.isdisjoint(text):
         return text
-    if triggers <= _BRACKETS and not _BRACKET_WORKSPACE.search(
-        text.lower()
-        if text.isascii()
-        else unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    ):
-        return text  # Markdown's links and checkboxes: with no `<` or `&`, nothing can spell a marker
+    if not any(ch in text for ch in _LT_OR_AMP - _BRACKETS) and not _spells_a_bracket_marker(text):
+        return text  # Markdown's links and checkboxes: with no `<` or `&`, nothing else can spell a marker
     for _ in range(_MAX_DECODE_ROUNDS):
         spans, settled = _forged_spans(text)
         if not settled:
