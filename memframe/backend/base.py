@@ -15,7 +15,7 @@ draft alone. Nothing is queued and nothing is retried behind the caller's back.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from memframe.backend.save_state import SaveState
@@ -124,8 +124,11 @@ class MemoryStore(Protocol):
         idempotency_key: str,
         key_session_id: str | None,
         memory_state: str | None,
+        on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
-        """One Assistant send: admitted before the turn runs, then answered."""
+        """One Assistant send: admitted before the turn runs, then answered.
+
+        `on_text` receives the answer as it streams in, where the store can stream it."""
 
     def receipts(self, conversation_id: str) -> list[Receipt]:
         """Which revision each model call of a conversation used; never text."""
@@ -194,7 +197,14 @@ class Backend(Protocol):
     def set_ai(self, enabled: bool) -> AIConsent:
         """Turn workspace AI on or off. Changing the memory mode never does this."""
 
-    def send(self, conversation_id: str, text: str, *, idempotency_key: str | None = None) -> TurnResult:
+    def send(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> TurnResult:
         """Send a message to the Assistant: waits up to 5 s for an in-flight Save, reports
         X-Memory-State (never the unsaved draft), opens a key session if none is open."""
 

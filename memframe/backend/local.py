@@ -5,7 +5,7 @@ No server is needed; the person is the embedded database's `local` user.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -124,6 +124,7 @@ class LocalStore:
         idempotency_key: str,
         key_session_id: str | None,
         memory_state: str | None,
+        on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
         return self.endpoint.send(
             self.user,
@@ -133,6 +134,7 @@ class LocalStore:
             idempotency_key=idempotency_key,
             key_session_id=key_session_id,
             memory_state=memory_state,
+            on_text=on_text,
         )
 
     def receipts(self, conversation_id: str) -> list[Receipt]:

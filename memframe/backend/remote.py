@@ -18,7 +18,7 @@ import base64
 import functools
 import re
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 from urllib.parse import quote
 
@@ -264,6 +264,7 @@ class RemoteStore:
         idempotency_key: str,
         key_session_id: str | None,
         memory_state: str | None,
+        on_text: Callable[[str], None] | None = None,  # memframe's HTTP API does not stream: the answer comes whole
     ) -> TurnResult:
         headers = {"Idempotency-Key": idempotency_key}
         if key_session_id:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memframe import crypto
 from memframe.backend.base import MemoryStore
@@ -309,7 +309,14 @@ class SealedBackend:
         if session is not None:
             self.store.revoke_key_session(session)
 
-    def send(self, conversation_id: str, text: str, *, idempotency_key: str | None = None) -> TurnResult:
+    def send(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> TurnResult:
         state = self.save_state.for_send()  # waits up to 5 s for an in-flight Save
         return self.store.send_message(
             conversation_id,
@@ -317,6 +324,7 @@ class SealedBackend:
             idempotency_key=idempotency_key or secrets.token_hex(8),
             key_session_id=self.key_session(),
             memory_state=state.header(),
+            on_text=on_text,
         )
 
     def receipts(self, conversation_id: str) -> list[Receipt]:

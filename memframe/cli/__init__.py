@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sys
 
+from memframe.cli.output import EXIT_CONFLICT, EXIT_ERROR, EXIT_INTERRUPTED  # the exit codes, in one place
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
@@ -26,12 +28,8 @@ if TYPE_CHECKING:
 
     from memframe.settings import Settings
 
-#: A failure a person can cause: bad input, a missing workspace or key, a server that cannot be reached.
-EXIT_ERROR = 1
-#: Someone else wrote first (a version or policy conflict): the message names the server's version.
-EXIT_CONFLICT = 3
-#: Ctrl+C: nothing more was written.
-EXIT_INTERRUPTED = 130
+
+__all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from memframe.cli.options import add_command, add_model_options, model_client, open_workspace
-from memframe.cli.output import out, receipt_line, when
+from memframe.cli.output import EXIT_ERROR, out, receipt_line, when
 from memframe.settings import Settings
 
 if TYPE_CHECKING:
+    from memframe.backend.sealed import SealedBackend
     from memframe.core.turns import TurnResult
 
 
@@ -29,12 +31,12 @@ def cmd_ai(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     import secrets
 
-    backend = open_workspace(args, model=model_client(args))
+    model = model_client(args)
+    backend = open_workspace(args, model=model)
     conversation = args.conversation or f"c-{secrets.token_hex(4)}"
     try:
         if args.message is not None:
-            _print_turn(backend.send(conversation, args.message))
-            return 0
+            return _chat_turn(backend, conversation, args.message)
         out(f"Conversation {conversation} with the Assistant of {backend.workspace_id!r}. Empty line or ctrl-d ends.")
         while True:
             try:
@@ -44,15 +46,62 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 break
             if not line.strip():
                 break
-            _print_turn(backend.send(conversation, line))
+            code = _chat_turn(backend, conversation, line)
+            if code:
+                return code
         out(f"See what each answer used: memframe receipts --conversation {conversation}")
         return 0
     finally:
         backend.close()
+        close = getattr(model, "close", None)  # an HTTP model client holds a connection pool
+        if close is not None:
+            close()
+
+
+def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:
+    """One message: the answer printed as it streams in, then its receipts and what its tools did.
+
+    A turn that failed after a tool did something still shows what was done
+    ("Remembered (memory version N)"), then the failure, and exits non-zero.
+    """
+    streamed: list[str] = []
+
+    def show(piece: str) -> None:
+        if not streamed:
+            sys.stdout.write("assistant › ")
+        streamed.append(piece)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    try:
+        result = backend.send(conversation, message, on_text=show)
+    except Exception:
+        if streamed:
+            out()  # the failure line starts on a line of its own
+        raise
+    if streamed:
+        out()
+    if not (streamed and result.answer and "".join(streamed).endswith(result.answer)):
+        _print_answer(result)  # not streamed, or streamed text came before a tool call: the answer whole
+    _print_turn(result)
+    if result.failure:
+        print(f"memframe: {result.failure} The turn ended before an answer.", file=sys.stderr)
+        return EXIT_ERROR
+    return 0
+
+
+def _print_answer(result: TurnResult) -> None:
+    if result.failure:
+        out("assistant › (no answer: the model call failed; see below)")
+    elif not result.answer.strip():
+        out("assistant › (the model gave an empty answer)")
+    else:
+        out(f"assistant › {result.answer}")
 
 
 def _print_turn(result: TurnResult) -> None:
-    out(f"assistant › {result.answer}")
+    if result.cut_off:
+        out("  (the answer was cut off at the token limit; --max-tokens raises it)")
     for call in result.calls:
         out(f"  {receipt_line(call.status, call.revision, call.call_index)}")
     for outcome in result.outcomes:

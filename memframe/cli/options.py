@@ -41,7 +41,11 @@ def workspace_options(settings: Settings) -> argparse.ArgumentParser:
 
 
 def add_model_options(parser: argparse.ArgumentParser, settings: Settings, *, purpose: str) -> None:
-    """--model-url and --model; `purpose` says whose model it is, e.g. "the Assistant's"."""
+    """--model-url, --model and how to call that model; `purpose` says whose model it is, e.g. "the Assistant's".
+
+    Each default comes from the config file's [model] table (or the model client's own default), so
+    chat, serve and mcp call a model server the same way.
+    """
     parser.add_argument(
         "--model-url",
         default=settings.model_url,
@@ -53,15 +57,57 @@ def add_model_options(parser: argparse.ArgumentParser, settings: Settings, *, pu
         default=settings.model_name,
         help="the model name to ask the model server for (default: the config file's [model] name or 'default')",
     )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive,
+        default=settings.model_max_tokens or 1024,
+        metavar="N",
+        help="longest answer, in tokens (default: [model] max_tokens or 1024)",
+    )
+    parser.add_argument(
+        "--tool-choice",
+        default=settings.model_tool_choice or "auto",
+        metavar="NAME",
+        help="auto, none, required, or a tool to force on the call that answers the message, e.g. "
+        "remember_in_memory for small models that never choose a tool (default: [model] tool_choice or auto)",
+    )
+    parser.add_argument(
+        "--model-timeout",
+        type=seconds,
+        default=settings.model_timeout or 120.0,
+        metavar="SECONDS",
+        help="how long one model call may take (default: [model] timeout or 120)",
+    )
+    parser.add_argument(
+        "--system-as-user",
+        action="store_true",
+        default=bool(settings.model_system_as_user),
+        help="fold the system message, memory included, into the first user message "
+        "(for chat formats that drop system messages, e.g. llama-cpp-python's gemma)",
+    )
+    parser.add_argument(
+        "--no-stream", action="store_true", help="ask for the whole answer at once instead of streaming"
+    )
 
 
 def model_client(args: argparse.Namespace) -> ModelClient | None:
     """The model --model-url names (None: the built-in scripted model); its key is $MEMFRAME_MODEL_KEY."""
     if not args.model_url:
         return None
-    from memframe.assistant.models import OpenAIChatModel
+    from memframe.assistant.models import ModelOptions, OpenAIChatModel
 
-    return OpenAIChatModel(args.model_url, args.model, api_key=args.settings.model_key)
+    return OpenAIChatModel(
+        ModelOptions(
+            args.model_url,
+            args.model,
+            api_key=args.settings.model_key,
+            max_tokens=args.max_tokens,
+            tool_choice=args.tool_choice,
+            timeout=args.model_timeout,
+            system_as_user=args.system_as_user,
+            stream=not args.no_stream,
+        )
+    )
 
 
 def open_workspace(args: argparse.Namespace, *, model: ModelClient | None = None) -> SealedBackend:
@@ -96,4 +142,15 @@ def positive(value: str) -> int:
     number = version(value)
     if number < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def seconds(value: str) -> float:
+    """A number of seconds, more than 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
     return number

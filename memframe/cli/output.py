@@ -9,6 +9,13 @@ from __future__ import annotations
 import sys
 import time
 
+#: A failure a person can cause: bad input, a missing workspace or key, a server that cannot be reached.
+EXIT_ERROR = 1
+#: Someone else wrote first (a version or policy conflict): the message names the server's version.
+EXIT_CONFLICT = 3
+#: Ctrl+C: nothing more was written.
+EXIT_INTERRUPTED = 130
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from memframe.core.types import RecallStatus

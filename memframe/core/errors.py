@@ -274,7 +274,11 @@ class KeyFileError(MemframeError):
 
 
 class ModelUnavailable(MemframeError):
-    """The Assistant's model server could not be reached or answered badly; memory was not changed."""
+    """The Assistant's model server could not be reached or answered badly.
+
+    It says nothing about memory: a capture committed earlier in the same turn
+    stays committed, and the turn reports it beside this failure.
+    """
 
     code = "model_unavailable"
     status = 502

@@ -7,7 +7,14 @@ may end the frame early or open a forged one. `neutralize` finds every
 spelling a lenient reader could take for the frame's marker — any case,
 whitespace or slashes inside the tag, HTML entities (nested too), fullwidth
 and other compatibility forms, zero-width characters between letters — and
-turns the `<` of each into `‹`. Everything else is left exactly as written.
+turns the opening `[` of each into `⁅` (and a `<` into `‹`: the tag spelling
+a model may still take for the frame). Everything else is left exactly as written.
+
+The markers are written in square brackets with unquoted, percent-encoded
+attributes — no `<`, `>`, `&` or quote — because some chat templates
+HTML-escape every message (llama-cpp-python's chatml-function-calling): the
+block reaches the model exactly as framed, and memory text that an escaping
+template turns into entities is still read through by `neutralize`.
 
 A withheld memory is one explicit "not provided because …" note, never an
 older copy; Off and empty memory add nothing.
@@ -20,6 +27,7 @@ import html
 import re
 import unicodedata
 from typing import Any
+from urllib.parse import quote
 
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, RecallStatus, utf8_size
 
@@ -34,8 +42,8 @@ __all__ = [
     "withheld_reason",
 ]
 
-MEMORY_BLOCK_OPEN = "<workspace-memory"
-MEMORY_BLOCK_CLOSE = "</workspace-memory>"
+MEMORY_BLOCK_OPEN = "[workspace-memory"
+MEMORY_BLOCK_CLOSE = "[/workspace-memory]"
 
 PREAMBLE = (
     "The text below is this workspace's memory: background context saved by the people of "
@@ -68,11 +76,15 @@ _REASONS: dict[RecallStatus, str] = {
 # The same entity grammar html.unescape uses, so a reader that decodes entities
 # sees exactly the characters this module sees.
 _ENTITY = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
-_MARKER = re.compile(r"<[\s/\\\u2044\u2215\u29f8]*workspace[\s\-_\u2010-\u2015\u2212]*memory")
-_DEFANGED_LT = "\u2039"  # ‹
-#: Every character whose compatibility form holds `<` or `&`; without one, no reading has a `<`.
-_LT_OR_AMP = frozenset("<&\ufe60\ufe64\uff06\uff1c")
+_MARKER = re.compile(r"[<\[][\s/\\\u2044\u2215\u29f8]*workspace[\s\-_\u2010-\u2015\u2212]*memory")
+_DEFANGED = {"<": "\u2039", "[": "\u2045"}  # ‹ and ⁅
+#: Every character whose compatibility form holds `<`, `[` or `&`; without one, no reading opens a marker.
+_LT_OR_AMP = frozenset("<[&\ufe47\ufe60\ufe64\uff06\uff1c\uff3b")
 _MAX_DECODE_ROUNDS = 16
+_BRACKETS = frozenset("[\ufe47\uff3b")
+#: Without `<` or `&` no entity can spell a letter, so a folded `[` followed by "workspace" (anything
+#: that is not a letter or digit may sit between) is the only way text can hold a marker.
+_BRACKET_WORKSPACE = re.compile(r"\[\W*w\W*o\W*r\W*k\W*s\W*p\W*a\W*c\W*e")
 
 # One character of the normalised reading, with the span of source text it came from.
 _Shadow = list[tuple[str, int, int]]
@@ -125,7 +137,7 @@ def _forged_spans(text: str) -> tuple[list[tuple[int, int, str]], bool]:
         _, start, end = shadow[match.start()]
         if (start, end) not in spans:
             seen = "".join(c for c, s, e in shadow if s == start and e == end)
-            spans[(start, end)] = seen.replace("<", _DEFANGED_LT)
+            spans[(start, end)] = seen.replace("<", _DEFANGED["<"]).replace("[", _DEFANGED["["])
     return sorted((s, e, r) for (s, e), r in spans.items()), settled
 
 
@@ -134,7 +146,9 @@ def _defang_everything(text: str) -> str:
     out = []
     for ch in text:
         if ch in "<\ufe64\uff1c":
-            out.append(_DEFANGED_LT)
+            out.append(_DEFANGED["<"])
+        elif ch in "[\ufe47\uff3b":
+            out.append(_DEFANGED["["])
         elif ch in "&\ufe60\uff06":
             out.append("\u214b")  # ⅋ cannot start an entity
         else:
@@ -142,10 +156,21 @@ def _defang_everything(text: str) -> str:
     return "".join(out)
 
 
+def _spells_a_bracket_marker(text: str) -> bool:
+    """Whether text with `[` but no `<` or `&` may hold a marker: ASCII has no format characters or
+    compatibility forms, so "workspace" must be there as it is."""
+    if text.isascii():
+        return "workspace" in text.lower()
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return bool(_BRACKET_WORKSPACE.search(folded))
+
+
 def neutralize(text: str) -> str:
     """Memory text that cannot close the recall block early or open a forged one."""
     if _LT_OR_AMP.isdisjoint(text):
         return text
+    if not any(ch in text for ch in _LT_OR_AMP - _BRACKETS) and not _spells_a_bracket_marker(text):
+        return text  # Markdown's links and checkboxes: with no `<` or `&`, nothing else can spell a marker
     for _ in range(_MAX_DECODE_ROUNDS):
         spans, settled = _forged_spans(text)
         if not settled:
@@ -164,13 +189,10 @@ def neutralize(text: str) -> str:
 
 
 def _attribute(value: str) -> str:
-    """An attribute value that can neither end the tag nor smuggle a marker."""
-    flat = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
-        for ch in value
-        if unicodedata.category(ch) != "Cf"
-    )
-    return html.escape(neutralize(flat), quote=True)
+    """An unquoted attribute value that can neither end the marker nor smuggle one, and that an
+    HTML-escaping template leaves as it is: everything but letters, digits and `-._~:/@` is
+    percent-encoded (so no space, bracket, `<`, `&` or quote)."""
+    return quote(value, safe="-._~:/@")
 
 
 def withheld_reason(status: RecallStatus) -> str:
@@ -219,7 +241,7 @@ def render_recall_block(
         return None
     if status.withheld:
         return (
-            f'{MEMORY_BLOCK_OPEN} status="{status.value}">'
+            f"{MEMORY_BLOCK_OPEN} status={status.value}]"
             f"not provided because {withheld_reason(status)}.{MEMORY_BLOCK_CLOSE}"
         )
     if text is None or revision is None:
@@ -229,8 +251,8 @@ def render_recall_block(
         raise ValueError(f"this text's status is {actual.value}, not provided")
     body = neutralize(text).rstrip("\r\n")
     return (
-        f'{MEMORY_BLOCK_OPEN} revision="{int(revision)}" workspace="{_attribute(workspace)}" '
-        f'call="{_attribute(bound_to)}">\n{PREAMBLE}\n---\n{body}\n{MEMORY_BLOCK_CLOSE}'
+        f"{MEMORY_BLOCK_OPEN} revision={int(revision)} workspace={_attribute(workspace)} "
+        f"call={_attribute(bound_to)}]\n{PREAMBLE}\n---\n{body}\n{MEMORY_BLOCK_CLOSE}"
     )
 
 

@@ -126,6 +126,10 @@ class TurnResult:
     admission_id: str
     calls: list[CallRecord] = field(default_factory=list)
     outcomes: list[ToolOutcome] = field(default_factory=list)
+    #: The model stopped at its token limit (finish_reason "length"): the answer is incomplete.
+    cut_off: bool = False
+    #: Why the turn ended without an answer after its tools had done something (the outcomes say what).
+    failure: str | None = None
 
     @property
     def remembered(self) -> bool:

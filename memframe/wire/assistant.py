@@ -86,6 +86,8 @@ class TurnOut(WireOut):
     admission_id: str
     calls: list[CallRecordOut]
     outcomes: list[ToolOutcomeOut]
+    cut_off: bool = False
+    failure: str | None = None
 
     def result(self) -> TurnResult:
         return self.to_core(

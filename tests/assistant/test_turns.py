@@ -58,7 +58,7 @@ def test_recall_is_attached_to_the_system_message_of_every_call(svc: MemoryServi
     b = person(svc, key, model)
     b.save("# Prefs\n- tea\n", 0)
     result = b.send("c", "what do you know?")
-    assert '<workspace-memory revision="1"' in model.seen[0] and "- tea" in model.seen[0]
+    assert "[workspace-memory revision=1" in model.seen[0] and "- tea" in model.seen[0]
     assert "- tea" in result.answer
     assert [(c.status, c.revision) for c in result.calls] == [(RecallStatus.PROVIDED, 1)]
 
@@ -81,7 +81,7 @@ def test_a_change_between_two_calls_of_one_turn_reaches_the_second(svc: MemorySe
     if change == "save":
         assert "new fact" in second
     else:
-        assert "<workspace-memory" not in second  # Off and empty add nothing
+        assert "[workspace-memory" not in second  # Off and empty add nothing
     assert len(result.calls) == 2
 
 
@@ -90,7 +90,7 @@ def test_withheld_memory_is_an_explicit_note_never_an_older_copy(svc: MemoryServ
     b = person(svc, key, model)
     b.save("x" * 9000, 0)
     b.send("c", "hi")
-    assert 'status="oversized"' in model.seen[-1] and "not provided because" in model.seen[-1]
+    assert "status=oversized]" in model.seen[-1] and "not provided because" in model.seen[-1]
     assert "xxxx" not in model.seen[-1]
 
 
@@ -101,7 +101,7 @@ def test_off_and_empty_add_nothing(svc: MemoryService, key: bytes) -> None:
     b.save("something\n", 0)
     b.set_policy(Mode.OFF, 0)
     b.send("c", "hi")
-    assert all("<workspace-memory" not in s for s in model.seen)
+    assert all("[workspace-memory" not in s for s in model.seen)
 
 
 def test_remember_in_auto_commits_and_says_remembered(svc: MemoryService, key: bytes) -> None:
@@ -163,8 +163,35 @@ def test_off_does_nothing_and_makes_no_memory_request(svc: MemoryService, key: b
     b.set_policy(Mode.OFF, 0)
     automation = b.store.endpoint.runtime.automation  # type: ignore[attr-defined]
     result = b.send("c", "remember: - nope")
+    assert result.outcomes == [] and not result.remembered  # Off offers no remember_in_memory at all
+    assert automation.calls["recall"] == 1
+    assert not {"commit_memory", "propose", "current_memory"} & set(automation.calls)
+    assert b.load().version == 1 and b.proposals() == []
+
+
+def test_off_refuses_a_memory_tool_call_it_never_offered(
+    svc: MemoryService, key: bytes, counted_automation: None
+) -> None:
+    offered: list[list[str]] = []
+
+    class Insistent:
+        calls = 0
+
+        def complete(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> ModelReply:
+            offered.append([t["function"]["name"] for t in tools])
+            self.calls += 1
+            if self.calls == 1:
+                edits = {"edits": [{"op": "add", "line": "- nope"}]}
+                return ModelReply(None, (ToolCall("c1", "remember_in_memory", edits),))
+            return ModelReply("done")
+
+    b = person(svc, key, Insistent())
+    b.save("# Memory\n", 0)
+    b.set_policy(Mode.OFF, 0)
+    automation = b.store.endpoint.runtime.automation  # type: ignore[attr-defined]
+    result = b.send("c", "remember: - nope")
+    assert "remember_in_memory" not in offered[0]
     assert result.outcomes[0].kind == "off" and not result.remembered
-    assert automation.calls["recall"] == 2  # one per model call
     assert not {"commit_memory", "propose", "current_memory"} & set(automation.calls)
     assert b.load().version == 1 and b.proposals() == []
 

@@ -227,7 +227,7 @@ def test_a_full_session_leaks_nothing(
 
     # --- the transcript and the database at rest --------------------------------------------------------------
     stored = "\n".join(text for _, text in transcript)
-    assert "<workspace-memory" not in stored and SYSTEM_PROMPT[:40] not in stored
+    assert "[workspace-memory" not in stored and SYSTEM_PROMPT[:40] not in stored
     assert SAVED[1] not in stored, "recalled memory reached the durable transcript"
     raw = b"".join(p.read_bytes() for p in paths.local_database().parent.glob(paths.local_database().name + "*"))
     # (Delivery credentials are compared by the fence in SQL, so the database holds them; see RELIABILITY.md.)
