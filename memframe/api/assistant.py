@@ -106,7 +106,7 @@ def proposals(workspace_id: WorkspaceId, user: User, service: Service) -> Propos
 
 
 @router.put(
-    "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}", responses=error_responses(401, 404, 422)
+    "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}", responses=error_responses(401, 404, 409, 422)
 )
 def resolve_proposal(
     workspace_id: WorkspaceId, proposal_id: str, body: ProposalResolveIn, user: User, service: Service

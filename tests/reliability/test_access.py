@@ -31,7 +31,7 @@ import pytest
 from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
-from memframe.core.errors import MemframeError, NotFound
+from memframe.core.errors import CaptureRefused, MemframeError, NotFound
 from memframe.core.turns import RecallResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
@@ -311,3 +311,27 @@ def test_reprs_of_authority_objects_hide_credentials_and_keys(world: World) -> N
         text = repr(obj)
         assert world.turn.credential_nonce not in text, f"{type(obj).__name__} repr shows the credential"
         assert world.key.hex() not in text and repr(world.key) not in text, f"{type(obj).__name__} repr shows the key"
+
+
+def test_off_means_a_turn_admitted_before_it_proposes_nothing(world: World) -> None:
+    """Issue 17: `propose` judges the current policy, not the mode frozen at admission."""
+    world.service.set_policy(LOCAL_USER, "ws", Mode.OFF, 1)
+    before = dump(world.path)
+    with pytest.raises(CaptureRefused) as refused:
+        AUTOMATION_OPS["propose"](world, world.turn)
+    assert "Off" in str(refused.value)
+    assert_clean(world, "propose", refused.value)
+    assert not diff_dumps(before, dump(world.path))
+
+
+def test_a_proposal_made_before_a_clear_cannot_be_marked_applied(world: World) -> None:
+    """Issue 17: the service refuses it (not only the CLI); dismissing it still works."""
+    sealed = crypto.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH)
+    world.service.put_file(LOCAL_USER, "ws", MEMORY_PATH, sealed, 1, clear=True)
+    before = dump(world.path)
+    with pytest.raises(CaptureRefused) as refused:
+        world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "applied")
+    assert "before the memory was cleared" in str(refused.value)
+    assert not diff_dumps(before, dump(world.path))
+    world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "dismissed")
+    assert world.a.proposals(LOCAL_USER, "ws") == []
