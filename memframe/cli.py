@@ -276,13 +276,14 @@ def cmd_key(args: argparse.Namespace) -> int:
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=_prompt)
         passphrase = os.environ.get("MEMFRAME_EXPORT_PASSPHRASE") or _new_passphrase()
+        crypto.check_export_passphrase(passphrase)
         crypto.write_private_file(Path(args.file), crypto.encode_key_file(key, args.workspace, passphrase))
         _out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
         _out(f"Fingerprint {crypto.key_fingerprint(key)}: the importer should see the same.")
         return 0
     raw = _read_bytes(args.file)
     passphrase = os.environ.get("MEMFRAME_EXPORT_PASSPHRASE") or _prompt("Passphrase of the exported key: ")
-    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}")
+    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}", workspace_id=args.workspace)
     path = write_key(key, args.workspace, remote_url=args.remote, overwrite=args.force)
     _out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {crypto.key_fingerprint(key)}).")
     return 0
