@@ -13,13 +13,15 @@ import sqlite3
 from dataclasses import dataclass
 
 from memframe import crypto
-from memframe.core.errors import InvalidInput, NotFound
+from memframe.core.errors import DecryptionFailed, InvalidInput, NotFound
 from memframe.core.namespace import is_reserved, validate_document_path
 from memframe.core.types import Author, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.admissions import AssistantBase
 
 SEARCH_LIMIT = 20
+#: The snippet of a note that could not be decrypted: named, so the turn knows it was not searched.
+UNREADABLE_NOTE = "(this note could not be decrypted, so the search skipped it)"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,11 @@ class DocumentsMixin(AssistantBase):
         for path, version in self.list_documents(workspace_id, credential):
             with self.db.read() as conn:
                 stored = files.get_version(conn, workspace_id, path, version)
-            text = self._open(key, workspace_id, path, stored.ciphertext)
+            try:
+                text = self._open(key, workspace_id, path, stored.ciphertext)
+            except DecryptionFailed:  # one damaged note must not make the whole search fail
+                hits.append(DocumentHit(path, version, UNREADABLE_NOTE))
+                continue
             at = text.casefold().find(needle)
             if at >= 0:
                 line_start = text.rfind("\n", 0, at) + 1
