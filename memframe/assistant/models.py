@@ -56,7 +56,7 @@ _DOC_COMMANDS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^\s*search:\s*(\S.*?)\s*$"), "search_documents"),
     (re.compile(r"^\s*note:\s*(\S+)\s*=>\s*(.+?)\s*$", re.S), "create_note"),
 ]
-_BLOCK = re.compile(r"<workspace-memory[^>]*>.*?</workspace-memory>", re.S)
+_BLOCK = re.compile(r"<workspace-memory[^>]*>.*?</workspace-memory[^>]*>", re.S)
 
 
 @dataclass
