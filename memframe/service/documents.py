@@ -4,7 +4,9 @@ Notes are encrypted and versioned exactly like the memory. Every automation
 route here passes each path — the source and the target of a move too —
 through `validate_document_path`, which refuses every spelling of the reserved
 memory namespace with MEMORY_NAMESPACE_RESERVED: the memory route is the only
-automatic way in. Listing and search never show the namespace.
+automatic way in. Writes also refuse lookalike names (invisible characters,
+bidi controls, combining marks: `validate_written_path`). Listing and search
+never show the namespace.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 from memframe import crypto
 from memframe.core.errors import DecryptionFailed, InvalidInput, NotFound
-from memframe.core.namespace import is_reserved, validate_document_path
+from memframe.core.namespace import is_reserved, validate_document_path, validate_written_path
 from memframe.core.types import Author, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.admissions import AssistantBase
@@ -83,7 +85,7 @@ class DocumentsMixin(AssistantBase):
 
     def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
         """Create (base 0) or update a note against its exact current version."""
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
         blob = crypto.seal(key, text, workspace_id=workspace_id, path=path)
         with self.db.write() as conn:
@@ -91,7 +93,7 @@ class DocumentsMixin(AssistantBase):
             return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
 
     def delete_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         self._key_for(workspace_id, credential)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version)
@@ -103,7 +105,7 @@ class DocumentsMixin(AssistantBase):
         self, workspace_id: str, credential: str, source: str, target: str, base_version: int
     ) -> VersionInfo:
         """Copy to a new path (create-only) and leave a tombstone behind, in one transaction."""
-        source, target = validate_document_path(source), validate_document_path(target)
+        source, target = validate_written_path(source), validate_written_path(target)
         if source == target:
             raise InvalidInput("A note cannot be moved onto itself.")
         key = self._key_for(workspace_id, credential)
@@ -120,7 +122,7 @@ class DocumentsMixin(AssistantBase):
 
     def restore_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
         """Bring a deleted note back with the text it had before it was deleted."""
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version, revive=True)

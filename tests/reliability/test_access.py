@@ -31,7 +31,7 @@ import pytest
 from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
-from memframe.core.errors import CaptureRefused, MemframeError, NotFound
+from memframe.core.errors import CaptureRefused, InvalidInput, MemframeError, NamespaceReserved, NotFound
 from memframe.core.turns import RecallResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
@@ -335,3 +335,56 @@ def test_a_proposal_made_before_a_clear_cannot_be_marked_applied(world: World) -
     assert not diff_dumps(before, dump(world.path))
     world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "dismissed")
     assert world.a.proposals(LOCAL_USER, "ws") == []
+
+
+# --- lookalike paths (issue 17) -----------------------------------------------------------------
+
+LOOKALIKE_NAMESPACE = [
+    ".zudotext/memory\u034f/MEMORY.md",
+    ".zudotext/memory\ufe0f/MEMORY.md",
+    ".zudotext\u3164/memory/MEMORY.md",
+    ".zudotext/mem\u180bory/MEMORY.md",
+    ".zudotext/memory\u0301/MEMORY.md",
+    ".zudotext/\u202ememory/MEMORY.md",
+]
+LOOKALIKE_NOTES = ["notes/\u202e.md", "notes/a\u034f.md", "notes/b\u2066.md", "notes/c\u0301.md", "notes/\u3164.md"]
+
+
+@pytest.mark.parametrize("path", LOOKALIKE_NAMESPACE + LOOKALIKE_NOTES)
+def test_automation_and_mcp_writes_refuse_lookalike_paths(world: World, path: str) -> None:
+    from memframe.mcp_server import note_path
+
+    expected = NamespaceReserved if path in LOOKALIKE_NAMESPACE else InvalidInput
+    before = dump(world.path)
+    t = world.turn
+    writes = [
+        lambda: world.a.put_document("ws", t.credential, path, "forged", 0),
+        lambda: world.a.move_document("ws", t.credential, "notes/q3.md", path, 1),
+        lambda: note_path(path, written=True),
+    ]
+    for write in writes:
+        with pytest.raises(expected):
+            write()
+    assert not diff_dumps(before, dump(world.path))
+    assert all(p == "notes/q3.md" for p, _ in world.a.list_documents("ws", t.credential))
+
+
+def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_stay_usable(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memframe.service import service as service_module
+
+    def sealed(path: str, text: str) -> bytes:
+        return crypto.seal(world.key, text, workspace_id="ws", path=path)
+
+    for path in ("notes/\u202e.md", "notes/x\u200b.md", "notes/\u2067y.md"):
+        with pytest.raises(InvalidInput):
+            world.service.put_file(LOCAL_USER, "ws", path, sealed(path, "x"), 0)
+    world.service.put_file(LOCAL_USER, "ws", "notes/cafe\u0301.md", sealed("notes/cafe\u0301.md", "ok"), 0)
+    odd = "notes/old\u202e.md"  # as an older memframe stored it, before the rule
+    monkeypatch.setattr(service_module, "refuse_lookalike", lambda *a, **k: None)
+    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v1"), 0)
+    monkeypatch.undo()
+    assert world.service.get_file(LOCAL_USER, "ws", odd) is not None
+    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v2"), 1)  # its person can still save it
+    assert world.a.read_document("ws", world.turn.credential, odd) == (2, "v2")  # and the Assistant read it
