@@ -85,6 +85,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             raise NotFound("No such key session (it may have expired already).")
         with self.db.write() as conn:
             require_member(conn, user, info.workspace_id)
+            if info.user_id != user:  # only its owner revokes it; to anyone else it does not exist
+                raise NotFound("No such key session (it may have expired already).")
             conn.execute(
                 "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
                 " VALUES (?, ?, ?)",
@@ -127,6 +129,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             ).fetchone()
             if row is not None:
                 return admission_from_row(row)
+            if key_session_id is not None:
+                self._check_key_session(conn, user, workspace_id, key_session_id)
             policy = read_policy(conn, workspace_id)
             admission = Admission(
                 id="adm_" + secrets.token_hex(12),
@@ -145,6 +149,16 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             )
             write_admission(conn, admission, idempotency_key)
             return admission
+
+    def _check_key_session(self, conn: sqlite3.Connection, user: str, workspace_id: str, session_id: str) -> None:
+        """The X-Key-Session a send names must exist, be live and unrevoked, and be this
+        workspace's and this person's; otherwise nothing is admitted."""
+        info = self.key_sessions.describe(session_id)
+        revoked = conn.execute(
+            "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session_id,)
+        ).fetchone()
+        if info is None or revoked is not None or (info.workspace_id, info.user_id) != (workspace_id, user):
+            raise NotFound("No such key session (it may have expired or been revoked); open a new one.")
 
     @staticmethod
     def _claim_conversation(

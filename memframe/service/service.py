@@ -52,8 +52,8 @@ class MemoryService:
 
     def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
         self.db = Database(db_path, clock=clock)
-        self.accounts = Accounts(self.db)
         self.key_sessions = KeySessions(clock)
+        self.accounts = Accounts(self.db, self.key_sessions)
 
     @cached_property
     def assistant(self) -> AssistantService:
