@@ -388,3 +388,79 @@ def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_sta
     assert world.service.get_file(LOCAL_USER, "ws", odd) is not None
     world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v2"), 1)  # its person can still save it
     assert world.a.read_document("ws", world.turn.credential, odd) == (2, "v2")  # and the Assistant read it
+
+
+# --- key sessions belong to their person (issue 17) ---------------------------------------------
+
+
+def _revoked_rows(world: World) -> set[str]:
+    with world.service.db.read() as conn:
+        return {r[0] for r in conn.execute("SELECT key_session_id FROM key_session_revocations")}
+
+
+def test_only_its_owner_revokes_a_key_session(world: World) -> None:
+    before = dump(world.path)
+    with pytest.raises(NotFound):
+        world.a.revoke_key_session("bob", world.session)  # a member of the same workspace
+    assert not diff_dumps(before, dump(world.path))
+    assert world.a.key_sessions.describe(world.session) is not None
+    world.a.revoke_key_session(LOCAL_USER, world.session)
+    assert world.session in _revoked_rows(world)
+
+
+@pytest.mark.parametrize("whose", ["another member's", "another workspace's", "revoked", "unknown"])
+def test_a_send_must_name_a_live_key_session_of_its_own_person_and_workspace(world: World, whose: str) -> None:
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    session = {
+        "another member's": bob_session,
+        "another workspace's": world.other_turn.key_session_id,
+        "revoked": world.session,
+        "unknown": "ks_made_up",
+    }[whose]
+    if whose == "revoked":
+        world.a.revoke_key_session(LOCAL_USER, world.session)
+    before = dump(world.path)
+    with pytest.raises(NotFound) as refused:
+        world.a.admit(LOCAL_USER, "ws", "conv-2", idempotency_key="k", key_session_id=session, memory_state=None)
+    assert "key session" in str(refused.value)
+    assert_clean(world, "admit", refused.value)
+    assert not diff_dumps(before, dump(world.path))
+
+
+def test_removing_a_member_revokes_their_key_sessions_and_retires_their_turns(world: World) -> None:
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    bob_turn = world.a.admit(
+        "bob", "ws", "bob-conv", idempotency_key="b", key_session_id=bob_session, memory_state=None
+    )
+    world.service.accounts.remove_member("ws", "bob")
+    assert bob_session in _revoked_rows(world) and world.a.key_sessions.describe(bob_session) is None
+    assert world.a.key_sessions.describe(world.session) is not None  # nobody else's
+    before = dump(world.path)
+    with pytest.raises(MemframeError):
+        AUTOMATION_OPS["commit_capture"](world, bob_turn)
+    assert not diff_dumps(before, dump(world.path))
+    # Another member's turn cannot borrow the removed member's session either.
+    with pytest.raises(NotFound):
+        world.a.admit(LOCAL_USER, "ws", "c3", idempotency_key="k3", key_session_id=bob_session, memory_state=None)
+
+
+def test_revoking_a_persons_last_token_revokes_their_key_sessions(world: World) -> None:
+    first, _ = world.service.accounts.create_token("bob")
+    second, _ = world.service.accounts.create_token("bob")
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    world.service.accounts.revoke_token(first)
+    assert world.a.key_sessions.describe(bob_session) is not None  # one token is still live
+    world.service.accounts.revoke_token(second)
+    assert bob_session in _revoked_rows(world) and world.a.key_sessions.describe(bob_session) is None
+
+
+def test_key_sessions_are_capped_per_person_oldest_evicted(world: World) -> None:
+    from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
+
+    opened = [world.session]
+    for _ in range(MAX_SESSIONS_PER_PERSON):
+        world.clock.advance(1)
+        opened.append(world.a.open_key_session(LOCAL_USER, "ws", world.key).id)
+    live = [s for s in opened if world.a.key_sessions.describe(s) is not None]
+    assert live == opened[1:] and len(live) == MAX_SESSIONS_PER_PERSON
+    assert world.a.key_sessions.describe(world.other_turn.key_session_id) is not None  # mallory's untouched
