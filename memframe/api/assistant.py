@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path
+from fastapi import APIRouter, Header, Path, Query
 
 from memframe.api.assistant_schemas import (
     AIConsentIn,
@@ -30,7 +30,12 @@ from memframe.api.deps import Endpoint, Service, User, WorkspaceId
 from memframe.api.schemas import decode_base64, encode_base64, error_responses
 
 router = APIRouter(tags=["assistant"])
-ConversationId = Annotated[str, Path(max_length=100, description="The conversation id, chosen by the client.")]
+ConversationId = Annotated[
+    str, Path(max_length=100, description="The conversation id, chosen by the client; unique within its workspace.")
+]
+InWorkspace = Annotated[
+    str | None, Query(max_length=100, description="The conversation's workspace, when the same id is used in several.")
+]
 
 
 @router.get("/api/v1/workspaces/{workspace_id}/ai", responses=error_responses(401, 404, 422))
@@ -85,15 +90,20 @@ def send_message(
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/memory-receipts", responses=error_responses(401, 404, 422))
-def receipts(conversation_id: ConversationId, user: User, service: Service) -> ReceiptList:
+def receipts(
+    conversation_id: ConversationId, user: User, service: Service, workspace: InWorkspace = None
+) -> ReceiptList:
     """Which revision each model call used, or why memory was withheld: ids, versions, statuses, no text."""
-    return ReceiptList(receipts=[ReceiptOut.of(r) for r in service.assistant.receipts(user, conversation_id)])
+    found = service.assistant.receipts(user, conversation_id, workspace)
+    return ReceiptList(receipts=[ReceiptOut.of(r) for r in found])
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/transcript", responses=error_responses(401, 404, 422))
-def transcript(conversation_id: ConversationId, user: User, service: Service) -> TranscriptOut:
+def transcript(
+    conversation_id: ConversationId, user: User, service: Service, workspace: InWorkspace = None
+) -> TranscriptOut:
     """The stored messages, sealed with the workspace key; the client opens them."""
-    rows = service.assistant.transcript(user, conversation_id)
+    rows = service.assistant.transcript(user, conversation_id, workspace)
     return TranscriptOut(
         messages=[SealedMessageOut(role=role, ciphertext=encode_base64(blob) or "") for role, blob in rows]  # type: ignore[arg-type]
     )

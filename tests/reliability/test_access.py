@@ -170,6 +170,8 @@ def test_people_outside_the_workspace_reach_nothing(world: World, who: str) -> N
         world.service.get_policy(user, "no-such-workspace")
     reached = []
     for name, op in PERSON_OPS.items():
+        if name == "admit into their conversation" and user == "mallory":
+            continue  # ws2 is hers: that is her own conversation now (test_conversation_ids_are_per_workspace)
         before = dump(world.path)
         try:
             op(world, user)
@@ -464,3 +466,39 @@ def test_key_sessions_are_capped_per_person_oldest_evicted(world: World) -> None
     live = [s for s in opened if world.a.key_sessions.describe(s) is not None]
     assert live == opened[1:] and len(live) == MAX_SESSIONS_PER_PERSON
     assert world.a.key_sessions.describe(world.other_turn.key_session_id) is not None  # mallory's untouched
+
+
+# --- conversations are addressed within their workspace (issue 17) ------------------------------
+
+
+def test_conversation_ids_are_per_workspace_and_person_so_squatting_blocks_and_reveals_nothing(world: World) -> None:
+    a = world.a
+    # mallory squats ids in her own workspace: the one local already uses, and one local will use.
+    squat = a.admit("mallory", "ws2", "conv", idempotency_key="sq", key_session_id=None, memory_state=None)
+    early = a.admit("mallory", "ws2", "future", idempotency_key="sq2", key_session_id=None, memory_state=None)
+    assert squat.conversation_id != world.turn.conversation_id  # a conversation of her own, not local's
+    assert [r for r, _ in a.conversation_history("ws", world.turn.credential)] == ["user"]  # local's untouched
+    later = a.admit(LOCAL_USER, "ws", "future", idempotency_key="f1", key_session_id=world.session, memory_state=None)
+    assert later.conversation_id != early.conversation_id
+    assert a.recall("ws", later.credential).status is RecallStatus.PROVIDED
+    world.service.db.flush()
+    # Each sees only their own conversation under the shared id, and nothing of the other's.
+    assert {r.admission_id for r in a.receipts(LOCAL_USER, "future")} == {later.id}
+    assert a.receipts("mallory", "future") == [] and a.transcript("mallory", "conv") == []
+    assert [role for role, _ in a.transcript(LOCAL_USER, "conv")] == ["user"]
+    # bob, a member of ws, using local's id there gets his own conversation too, not a 404.
+    bob = a.admit("bob", "ws", "conv", idempotency_key="b1", key_session_id=None, memory_state=None)
+    assert bob.conversation_id not in (world.turn.conversation_id, squat.conversation_id)
+    with pytest.raises(NotFound):
+        a.receipts("bob", "never-used")
+
+
+def test_the_same_id_in_two_of_ones_workspaces_asks_which(world: World) -> None:
+    world.service.accounts.add_member("ws2", LOCAL_USER)
+    world.a.set_ai(LOCAL_USER, "ws2", True)
+    other = world.a.admit(LOCAL_USER, "ws2", "conv", idempotency_key="w2", key_session_id=None, memory_state=None)
+    with pytest.raises(InvalidInput, match="several workspaces"):
+        world.a.receipts(LOCAL_USER, "conv")
+    assert world.a.transcript(LOCAL_USER, "conv", "ws2") == []
+    assert [role for role, _ in world.a.transcript(LOCAL_USER, "conv", "ws")] == ["user"]
+    assert other.conversation_id != world.turn.conversation_id

@@ -1,2 +1,0 @@
--- Optional token expiry (`memframe admin token create --expires-in 90d`): NULL never expires.
-ALTER TABLE tokens ADD COLUMN expires_at REAL;
