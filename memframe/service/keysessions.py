@@ -27,7 +27,7 @@ DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
 SWEEP_SECONDS = 5.0
 
 
-#: Live key sessions one person may hold at once; opening one more evicts their oldest.
+#: Live key sessions one person may hold in one workspace; opening one more evicts their oldest.
 MAX_SESSIONS_PER_PERSON = 8
 
 
@@ -68,8 +68,9 @@ class KeySessions:
         self._swept_at = float("-inf")
 
     def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
-        """A new session bound to the person who opened it; beyond the per-person cap, their
-        oldest session is evicted (forgotten, as idle eviction does: no revocation row)."""
+        """A new session bound to the person who opened it; beyond the cap per person and
+        workspace, their oldest session there is evicted (forgotten, as idle eviction does: no
+        revocation row)."""
         now = self._clock()
         session_id = "ks_" + secrets.token_urlsafe(24)
         session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
@@ -78,7 +79,7 @@ class KeySessions:
             theirs = sorted(
                 (s.created_at, sid)
                 for sid, s in self._sessions.items()
-                if s.user_id == user_id and not self._stale(s, now)
+                if (s.user_id, s.workspace_id) == (user_id, workspace_id) and not self._stale(s, now)
             )
             for _, sid in theirs[: max(0, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)]:
                 del self._sessions[sid]
