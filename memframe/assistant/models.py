@@ -86,7 +86,8 @@ class ScriptedModel:
         call = self._tool_call(text, offered)
         if call is not None:
             return ModelReply(None, (call,))
-        blocks = _BLOCK.findall(system)
+        # The boundary is random per call: quoted without it, so what a person is shown is stable.
+        blocks = [re.sub(r' boundary="[^"]*"', "", b) for b in _BLOCK.findall(system)]
         if not blocks:
             return ModelReply("I was given no memory for this message.")
         return ModelReply("This is the memory I was given:\n" + "\n".join(blocks))

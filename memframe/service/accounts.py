@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from memframe.core.errors import InvalidInput, NotFound, Unauthorized
 from memframe.paths import check_workspace_id
 from memframe.service.db import Database
-from memframe.service.keysessions import KeySessions
+
+TYPE_CHECKING = False  # not typing's: the CLI's cheap commands import accounts and must not load typing
+if TYPE_CHECKING:
+    from memframe.service.keysessions import KeySessions
 
 TOKEN_PREFIX = "mf_"
 #: The person who owns workspaces of the embedded local database.
