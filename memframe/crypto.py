@@ -71,8 +71,13 @@ RAW, ZLIB = 0, 1
 _MAX_U32 = 2**32 - 1
 _HEADER = struct.Struct(">4sII32s")
 _KEYFILE_FORMAT = "memframe-key/1"
-# scrypt: 2**15 * 8 * 128 bytes = 32 MiB of memory, ~0.1 s: slow for guessing, quick for a person.
-_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
+# scrypt for new files: 2**17 * 8 * 128 bytes = 128 MiB of memory, ~0.4 s: slow for guessing, quick
+# for a person. A file records its own N, so files written with the older 2**15 still open.
+_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**17, 8, 1
+#: The N a key file may name: powers of two from the oldest files' 2**15 up to 2**20 (1 GiB).
+_SCRYPT_N_ALLOWED = frozenset(2**e for e in range(15, 21))
+#: The shortest passphrase `key export` accepts: the file travels between people, so it meets guessers.
+MIN_EXPORT_PASSPHRASE = 12
 #: Texts shorter than this are never worth compressing (zlib's own overhead is ~11 bytes).
 _COMPRESS_FROM = 64
 
@@ -401,18 +406,30 @@ def key_fingerprint(key: bytes) -> str:
 # --- key files ---------------------------------------------------------------------------
 
 
-def _kdf(passphrase: str, salt: bytes) -> bytes:
+def _kdf(passphrase: str, salt: bytes, n: int = _SCRYPT_N) -> bytes:
     import hashlib
 
+    if n not in _SCRYPT_N_ALLOWED:
+        raise ValueError("scrypt cost out of range")
     return hashlib.scrypt(
         passphrase.encode("utf-8"),
         salt=salt,
-        n=_SCRYPT_N,
+        n=n,
         r=_SCRYPT_R,
         p=_SCRYPT_P,
-        maxmem=64 * 1024 * 1024,
+        maxmem=2 * 128 * _SCRYPT_R * n,
         dklen=KEY_BYTES,
     )
+
+
+def check_export_passphrase(passphrase: str) -> None:
+    """Refuse a passphrase too short to protect a key file that travels between people."""
+    if len(passphrase) < MIN_EXPORT_PASSPHRASE:
+        from memframe.core.errors import InvalidInput
+
+        raise InvalidInput(
+            f"The passphrase must be at least {MIN_EXPORT_PASSPHRASE} characters long; nothing was written."
+        )
 
 
 def _b64(data: bytes) -> str:
@@ -436,15 +453,18 @@ def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None
     return (json.dumps(doc, indent=2) + "\n").encode()
 
 
-def decode_key_file(raw: bytes, passphrase: str | None = None, *, source: str = "key file") -> bytes:
-    """Read a key file; a wrong passphrase or a damaged file is a KeyFileError, one line.
+def decode_key_file(
+    raw: bytes, passphrase: str | None = None, *, source: str = "key file", workspace_id: str | None = None
+) -> bytes:
+    """Read a key file; a wrong passphrase, a damaged file, or (given `workspace_id`) another
+    workspace's file is a KeyFileError, one line.
 
     A raw key file needs only json and base64: cryptography is imported for a wrapped one
     alone, so opening the frame on an unwrapped key does not load it before the first paint.
     """
     from_damaged: BaseException | None = None
     try:
-        key = _key_from_file(raw, passphrase, source)
+        key = _key_from_file(raw, passphrase, source, workspace_id)
     except (ValueError, KeyError, TypeError) as exc:
         key, from_damaged = b"", exc
     if len(key) != KEY_BYTES:
@@ -454,15 +474,19 @@ def decode_key_file(raw: bytes, passphrase: str | None = None, *, source: str = 
     return key
 
 
-def _key_from_file(raw: bytes, passphrase: str | None, source: str) -> bytes:
+def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_workspace: str | None) -> bytes:
     doc = json.loads(raw)
     if doc.get("format") != _KEYFILE_FORMAT:
         raise ValueError
     workspace = str(doc["workspace"])
-    if "key" in doc:
-        return base64.b64decode(doc["key"], validate=True)
     from memframe.core.errors import KeyFileError
 
+    if expected_workspace is not None and workspace != expected_workspace:
+        raise KeyFileError(
+            f"The {source} holds the key of workspace {workspace!r}, not {expected_workspace!r}; nothing was imported."
+        )
+    if "key" in doc:
+        return base64.b64decode(doc["key"], validate=True)
     if not passphrase:
         raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
     salt = base64.b64decode(doc["salt"], validate=True)
@@ -471,7 +495,8 @@ def _key_from_file(raw: bytes, passphrase: str | None, source: str) -> bytes:
     from cryptography.exceptions import InvalidTag
 
     try:
-        return _aesgcm(_kdf(passphrase, salt)).decrypt(nonce, wrapped, workspace.encode())  # type: ignore[no-any-return]
+        kdf_key = _kdf(passphrase, salt, int(doc.get("n", 2**15)))
+        return _aesgcm(kdf_key).decrypt(nonce, wrapped, workspace.encode())  # type: ignore[no-any-return]
     except InvalidTag:
         raise KeyFileError("Wrong passphrase for the workspace key.") from None
 

@@ -141,6 +141,21 @@ def test_key_export_and_import(capsys, initialised, monkeypatch, tmp_path: Path,
     assert run(capsys, "key", "import", str(export), "--force")[0] == EXIT_ERROR
 
 
+def test_key_export_refuses_a_short_passphrase_and_import_another_workspace(  # type: ignore[no-untyped-def]
+    capsys, initialised, monkeypatch, tmp_path: Path
+) -> None:
+    export = tmp_path / "default.mfkey"
+    monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "short")
+    code, _, err = run(capsys, "key", "export", str(export))
+    assert code == EXIT_ERROR and "at least 12 characters" in err and len(err.strip().splitlines()) == 1
+    assert not export.exists()
+    monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "twelve chars")
+    assert run(capsys, "key", "export", str(export))[0] == 0
+    code, _, err = run(capsys, "key", "import", str(export), "--workspace", "other")
+    assert code == EXIT_ERROR and "holds the key of workspace 'default', not 'other'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_usage_errors_exit_2(capsys) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(SystemExit) as err:
         main(["save", "x.md"])

@@ -14,6 +14,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,6 +90,29 @@ def test_tokens_are_shown_once_listed_without_secrets_and_revocable(
     assert not any(t in all_tokens for t in team.values())
     code, _, err = admin(capsys, db, "token", "create", "--user", "nobody")
     assert code == EXIT_ERROR and err.count("\n") == 1
+
+
+def test_a_token_can_expire(capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]) -> None:
+    """Issue 17: `--expires-in 90d`; a bad duration is one line; an expired token is refused."""
+    from memframe.core.errors import Unauthorized
+    from memframe.service import MemoryService
+
+    code, out, err = admin(capsys, db, "token", "create", "--user", "bob", "--expires-in", "90d")
+    assert code == 0 and "expiring in 90d" in err
+    token = out.strip()
+    for bad in ("90", "0d", "1w", "d"):
+        code, _, err = admin(capsys, db, "token", "create", "--user", "bob", "--expires-in", bad)
+        assert code == EXIT_ERROR and "not a duration" in err and err.count("\n") == 1
+    now = [time.time()]
+    service = MemoryService(db, clock=lambda: now[0])
+    try:
+        assert service.accounts.authenticate(token) == "bob"
+        now[0] += 90 * 86400 + 1
+        with pytest.raises(Unauthorized):
+            service.accounts.authenticate(token)
+        assert service.accounts.authenticate(team["alice"]) == "alice"  # no expiry: still works
+    finally:
+        service.close()
 
 
 def test_admin_never_creates_a_database_by_mistake(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

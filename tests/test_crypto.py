@@ -145,3 +145,39 @@ def test_private_file_is_0600(tmp_path) -> None:  # type: ignore[no-untyped-def]
         os.umask(old)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     assert not list(target.parent.glob("*.tmp*"))
+
+
+def test_new_key_files_use_scrypt_n_2_17_and_old_ones_still_open() -> None:
+    import base64
+    import json
+    import os
+
+    wrapped = json.loads(crypto.encode_key_file(KEY, "w", "correct horse battery"))
+    assert (wrapped["kdf"], wrapped["n"]) == ("scrypt", 2**17)
+    # A file written before the bump: N = 2**15, which the file itself records.
+    salt, nonce = os.urandom(16), os.urandom(12)
+    old = dict(wrapped, n=2**15, salt=base64.b64encode(salt).decode(), nonce=base64.b64encode(nonce).decode())
+    old["wrapped"] = base64.b64encode(
+        crypto._aesgcm(crypto._kdf("old passphrase", salt, 2**15)).encrypt(nonce, KEY, b"w")
+    ).decode()
+    assert crypto.decode_key_file(json.dumps(old).encode(), "old passphrase") == KEY
+    with pytest.raises(KeyFileError, match="damaged"):  # a cost outside the known range is not run
+        crypto.decode_key_file(json.dumps(dict(old, n=2**30)).encode(), "old passphrase")
+
+
+def test_a_key_file_of_another_workspace_is_refused_in_one_line() -> None:
+    for raw in (crypto.encode_key_file(KEY, "team"), crypto.encode_key_file(KEY, "team", "correct horse battery")):
+        with pytest.raises(KeyFileError) as refused:
+            crypto.decode_key_file(raw, "correct horse battery", source="key file x.mfkey", workspace_id="default")
+        assert str(refused.value) == (
+            "The key file x.mfkey holds the key of workspace 'team', not 'default'; nothing was imported."
+        )
+        assert crypto.decode_key_file(raw, "correct horse battery", workspace_id="team") == KEY
+
+
+def test_an_export_passphrase_needs_twelve_characters() -> None:
+    from memframe.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="at least 12 characters"):
+        crypto.check_export_passphrase("x" * 11)
+    crypto.check_export_passphrase("x" * 12)

@@ -166,3 +166,57 @@ def test_a_long_queue_goes_in_by_chunks_in_order(tmp_path: Path, monkeypatch) ->
         assert _on_disk(tmp_path / "m.db") == [f"receipt {n:03d}" for n in range(450)]
     finally:
         db.close()
+
+
+class _SignallingLock:
+    """The writer lock, telling the test when a second thread starts waiting for it."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.contended = threading.Event()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(blocking=False):
+            self.contended.set()
+            self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+def test_flush_waits_for_a_batch_that_took_the_queue_but_has_not_committed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A read after flush sees every record queued before it, even one the background batch holds.
+
+    Issue 17: a failed turn's receipt was missing after the send returned because flush found
+    the queue empty while the batch that had taken it was still uncommitted.
+    """
+    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    db = _open(tmp_path / "m.db")
+    lock = _SignallingLock(db._lock)
+    db._lock = lock  # type: ignore[assignment]
+    taken = threading.Event()
+    seen: list[list[str]] = []
+
+    def slow_batch() -> None:  # stands in for the background batch: it takes the queue, then stalls
+        with db.write():
+            taken.set()
+            lock.contended.wait(timeout=30)
+
+    def reader() -> None:
+        db.flush()
+        seen.append(_on_disk(tmp_path / "m.db"))
+
+    try:
+        db.write_soon(*NOTE, ("receipt",))
+        batch = threading.Thread(target=slow_batch)
+        batch.start()
+        assert taken.wait(timeout=30)
+        read = threading.Thread(target=reader)
+        read.start()
+        read.join(timeout=30)
+        lock.contended.set()  # releases the batch whichever way the reader went
+        batch.join(timeout=30)
+        read.join(timeout=30)
+        assert seen == [["receipt"]]
+    finally:
+        db.close()

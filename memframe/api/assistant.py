@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Path
+from fastapi import APIRouter, Header, Path, Query
 
 from memframe.api.deps import Endpoint, Service, User, WorkspaceId
 from memframe.api.responses import error_responses
@@ -33,7 +33,12 @@ from memframe.wire.assistant import (
 from memframe.wire.base import decode_base64
 
 router = APIRouter(tags=["assistant"])
-ConversationId = Annotated[str, Path(max_length=100, description="The conversation id, chosen by the client.")]
+ConversationId = Annotated[
+    str, Path(max_length=100, description="The conversation id, chosen by the client; unique within its workspace.")
+]
+InWorkspace = Annotated[
+    str | None, Query(max_length=100, description="The conversation's workspace, when the same id is used in several.")
+]
 
 
 @router.get("/api/v1/workspaces/{workspace_id}/ai", responses=error_responses(401, 404, 422))
@@ -102,16 +107,20 @@ def send_message(
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/memory-receipts", responses=error_responses(401, 404, 422))
-def receipts(conversation_id: ConversationId, user: User, service: Service) -> ReceiptList:
+def receipts(
+    conversation_id: ConversationId, user: User, service: Service, workspace: InWorkspace = None
+) -> ReceiptList:
     """Which revision each model call used, or why memory was withheld: ids, versions, statuses, no text."""
-    rows = service.assistant.receipts(user, conversation_id)
-    return ReceiptList(receipts=[ReceiptOut.model_validate(r) for r in rows])
+    found = service.assistant.receipts(user, conversation_id, workspace)
+    return ReceiptList(receipts=[ReceiptOut.model_validate(r) for r in found])
 
 
 @router.get("/api/v1/agents/assistant/{conversation_id}/transcript", responses=error_responses(401, 404, 422))
-def transcript(conversation_id: ConversationId, user: User, service: Service) -> TranscriptOut:
+def transcript(
+    conversation_id: ConversationId, user: User, service: Service, workspace: InWorkspace = None
+) -> TranscriptOut:
     """The stored messages, sealed with the workspace key; the client opens them."""
-    rows = service.assistant.transcript(user, conversation_id)
+    rows = service.assistant.transcript(user, conversation_id, workspace)
     return TranscriptOut(
         messages=[SealedMessageOut.model_validate({"role": role, "ciphertext": blob}) for role, blob in rows]
     )
@@ -125,7 +134,7 @@ def proposals(workspace_id: WorkspaceId, user: User, service: Service) -> Propos
 
 
 @router.put(
-    "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}", responses=error_responses(401, 404, 422)
+    "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}", responses=error_responses(401, 404, 409, 422)
 )
 def resolve_proposal(
     workspace_id: WorkspaceId, proposal_id: str, body: ProposalResolveIn, user: User, service: Service

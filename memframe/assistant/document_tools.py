@@ -4,6 +4,10 @@
 before making any request, and `list_documents` / `search_documents` drop
 the namespace even if a server were to return it: with memory Off, no
 ordinary read can bring memory text into a turn.
+
+Note text reaches the model with chat-template control sequences defanged
+visibly (`defang_template_tokens`), as memory text does: a note cannot end the
+model's turn or open a forged system turn. The stored note is not changed.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from memframe.assistant.automation import Automation
 from memframe.assistant.memory_tool import TurnContext
 from memframe.core.errors import MemframeError
 from memframe.core.namespace import is_reserved
+from memframe.core.recall import defang_template_tokens
 from memframe.core.turns import OutcomeKind, ToolOutcome
 
 Handler = Callable[[TurnContext, dict[str, Any]], ToolOutcome]
@@ -91,7 +96,7 @@ class DocumentTools:
             hits = self.automation.search_documents(ctx.workspace_id, ctx.credential, checked[0])
         except MemframeError as exc:
             return ToolOutcome("search_documents", OutcomeKind.ERROR, str(exc))
-        lines = [f"{h.path}: {h.snippet}" for h in hits if not is_reserved(h.path)]
+        lines = [f"{h.path}: {defang_template_tokens(h.snippet)}" for h in hits if not is_reserved(h.path)]
         return ToolOutcome("search_documents", OutcomeKind.OK, "\n".join(lines) or "No note contains that text.")
 
     def read_document(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
@@ -102,7 +107,7 @@ class DocumentTools:
             version, text = self.automation.read_document(ctx.workspace_id, ctx.credential, checked[0])
         except MemframeError as exc:
             return ToolOutcome("read_document", OutcomeKind.ERROR, str(exc))
-        return ToolOutcome("read_document", OutcomeKind.OK, text, version=version)
+        return ToolOutcome("read_document", OutcomeKind.OK, defang_template_tokens(text), version=version)
 
     def create_note(self, ctx: TurnContext, arguments: dict[str, Any]) -> ToolOutcome:
         checked = self._guard("create_note", arguments, "path", "text")
@@ -138,6 +143,7 @@ class DocumentTools:
                 f"{path} (proposed)",
             )
         )
+        diff = defang_template_tokens(diff)
         return ToolOutcome(
             "propose_edit", OutcomeKind.PROPOSED, f"Proposed for a person to review:\n{diff}", version=version
         )

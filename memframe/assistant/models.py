@@ -64,7 +64,7 @@ _DOC_COMMANDS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^\s*search:\s*(\S.*?)\s*$"), "search_documents"),
     (re.compile(r"^\s*note:\s*(\S+)\s*=>\s*(.+?)\s*$", re.S), "create_note"),
 ]
-_BLOCK = re.compile(r"\[workspace-memory[^\]]*\].*?\[/workspace-memory\]", re.S)
+_BLOCK = re.compile(r"\[workspace-memory[^\]]*\].*?\[/workspace-memory[^\]]*\]", re.S)
 
 
 @dataclass
@@ -102,7 +102,8 @@ class ScriptedModel:
         call = self._tool_call(text, offered)
         if call is not None:
             return ModelReply(None, (call,))
-        blocks = _BLOCK.findall(system)
+        # The boundary is random per call: quoted without it, so what a person is shown is stable.
+        blocks = [re.sub(r" boundary=[0-9a-f]+", "", b) for b in _BLOCK.findall(system)]
         if not blocks:
             return ModelReply("I was given no memory for this message.")
         return ModelReply("This is the memory I was given:\n" + "\n".join(blocks))

@@ -35,13 +35,14 @@ def cmd_key(args: argparse.Namespace) -> int:
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
         passphrase = args.settings.export_passphrase or new_passphrase()
+        crypto.check_export_passphrase(passphrase)
         crypto.write_private_file(Path(args.file), crypto.encode_key_file(key, args.workspace, passphrase))
         out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
         out(f"Fingerprint {crypto.key_fingerprint(key)}: the importer should see the same.")
         return 0
     raw = _read_bytes(args.file)
     passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
-    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}")
+    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}", workspace_id=args.workspace)
     from memframe.backend.workspaces import prove_key
 
     prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # a wrong key is not kept

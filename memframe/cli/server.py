@@ -215,15 +215,28 @@ def cmd_user_list(args: argparse.Namespace) -> int:
 
 def cmd_token_create(args: argparse.Namespace) -> int:
     """The token goes alone to stdout (for `TOKEN=$(…)`); the explanation goes to stderr."""
+    expires_in = _duration(args.expires_in) if args.expires_in else None
     with _service(args) as service:
-        token_id, token = service.accounts.create_token(args.user, args.label)
+        token_id, token = service.accounts.create_token(args.user, args.label, expires_in=expires_in)
     print(
-        f"Token {token_id} for {args.user!r}{f' ({args.label})' if args.label else ''}. "
+        f"Token {token_id} for {args.user!r}{f' ({args.label})' if args.label else ''}"
+        f"{f', expiring in {args.expires_in}' if args.expires_in else ''}. "
         "It is shown only this once and stored only as a hash: keep it now.",
         file=sys.stderr,
     )
     print(token, flush=True)
     return 0
+
+
+def _duration(text: str) -> float:
+    """Seconds in `90d`, `12h`, `30m` or `45s`; anything else is one clear line."""
+    from memframe.core.errors import InvalidInput
+
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    number, unit = text[:-1], text[-1:].lower()
+    if unit not in units or not number.isdigit() or int(number) == 0:
+        raise InvalidInput(f"{text!r} is not a duration: use a number and d, h, m or s, e.g. 90d.")
+    return float(int(number) * units[unit])
 
 
 def cmd_token_list(args: argparse.Namespace) -> int:
@@ -337,6 +350,7 @@ def register(subparsers: Any, settings: Settings) -> None:
     p = leaf(tokens, "create", cmd_token_create, "create a token for a user and print it once")
     p.add_argument("--user", required=True)
     p.add_argument("--label", default="", help="what the token is for, e.g. a machine's name")
+    p.add_argument("--expires-in", metavar="DURATION", help="stop working after e.g. 90d, 12h or 30m (default: never)")
     p = leaf(tokens, "list", cmd_token_list, "list tokens (never the tokens themselves)")
     p.add_argument("--user", default=None)
     leaf(tokens, "revoke", cmd_token_revoke, "revoke a token by its id").add_argument("token_id", metavar="ID")

@@ -16,6 +16,13 @@ automatic writes; being stingy would let one through.
 
 `..` above the root is clamped (as URL resolution does) when deciding
 reservation, and rejected by `validate_document_path` for a stored name.
+
+Invisible characters (default-ignorable code points, bidi controls, combining
+marks) are seen through when deciding reservation, so `.zudotext/memory\u034f/`
+is the namespace. A path an automation route or MCP client writes may not
+contain them at all (`validate_written_path`): such a name looks like another
+one. People's routes refuse bidi controls and default-ignorables in a new path
+(`refuse_lookalike`); existing odd paths stay readable everywhere.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ from collections.abc import Iterator
 from urllib.parse import unquote
 
 from memframe.core.errors import InvalidInput, NamespaceReserved
+from memframe.core.invisible import is_bidi_control, is_combining_mark, is_default_ignorable, is_invisible
 from memframe.core.types import MEMORY_NAMESPACE
 
-__all__ = ["is_reserved", "normalize_path", "validate_document_path"]
+__all__ = ["is_reserved", "normalize_path", "refuse_lookalike", "validate_document_path", "validate_written_path"]
 
 #: The namespace as folded segments: (".zudotext", "memory").
 _RESERVED: tuple[str, ...] = tuple(s for s in MEMORY_NAMESPACE.split("/") if s)
@@ -39,7 +47,7 @@ _RESERVED_MESSAGE = "The memory namespace .zudotext/memory/ is reserved; only th
 
 
 def _strip_format(text: str) -> str:
-    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return "".join(ch for ch in text if not is_invisible(ch))
 
 
 def _fold(text: str) -> str:
@@ -165,4 +173,31 @@ def validate_document_path(path: str) -> str:
     stored = "/".join(resolved)
     if is_reserved(stored):  # cannot happen by construction; kept as the last line of the fence
         raise NamespaceReserved(_RESERVED_MESSAGE)
+    return stored
+
+
+def refuse_lookalike(path: str, *, combining_marks: bool = True) -> None:
+    """Refuse a path holding characters that make it look like another name.
+
+    Bidi controls and default-ignorable code points always; combining marks too
+    unless `combining_marks` is False (people may write decomposed accents).
+    """
+    for ch in path:
+        if is_bidi_control(ch):
+            what = "a bidi control character"
+        elif is_default_ignorable(ch):
+            what = "an invisible character"
+        elif combining_marks and is_combining_mark(ch):
+            what = "a combining mark"
+        else:
+            continue
+        raise InvalidInput(
+            f"The path contains {what} (U+{ord(ch):04X}), so it would look like another name; use a visible name."
+        )
+
+
+def validate_written_path(path: str) -> str:
+    """`validate_document_path` for a path an automation route or MCP client writes: no lookalikes."""
+    stored = validate_document_path(path)
+    refuse_lookalike(path)
     return stored

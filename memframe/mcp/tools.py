@@ -38,7 +38,7 @@ from memframe.core.errors import (
     NotFound,
     VersionConflict,
 )
-from memframe.core.namespace import is_reserved, validate_document_path
+from memframe.core.namespace import is_reserved, validate_document_path, validate_written_path
 from memframe.core.recall import receipt_line
 
 if TYPE_CHECKING:
@@ -78,11 +78,12 @@ def error_line(exc: MemframeError) -> str:
     return f"{exc.code}: {message}"
 
 
-def note_path(path: str) -> str:
+def note_path(path: str, *, written: bool = False) -> str:
     """The stored name of an ordinary note; every spelling of the memory namespace is refused here,
-    before any backend request (the one rule: `validate_document_path`)."""
+    before any backend request (the one rule: `validate_document_path`). A name to write may not
+    look like another one (`validate_written_path`); an existing odd name stays readable."""
     try:
-        return validate_document_path(path)
+        return validate_written_path(path) if written else validate_document_path(path)
     except NamespaceReserved:
         raise NamespaceReserved(RESERVED_MESSAGE) from None
 
@@ -160,7 +161,7 @@ class NoteTools:
         return ToolText(f"{name} (version {version})\n\n{text}", {"path": name, "version": version, "text": text})
 
     def create_note(self, path: str, text: str) -> ToolText:
-        name = note_path(path)  # refuses the namespace before any request
+        name = note_path(path, written=True)  # refuses the namespace and lookalikes before any request
         try:
             with self._lock:
                 info = self.backend.write_file(name, text, 0)
@@ -179,7 +180,7 @@ class NoteTools:
         return ToolText(f"Created {name} (version {info.version}).", {"path": name, "version": info.version})
 
     def update_note(self, path: str, text: str, base_version: int) -> ToolText:
-        name = note_path(path)  # refuses the namespace before any request
+        name = note_path(path, written=True)  # refuses the namespace and lookalikes before any request
         if base_version < 1:
             raise InvalidInput("base_version is the version you read (1 or more); create a new note with create_note.")
         try:

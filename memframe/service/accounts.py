@@ -16,6 +16,10 @@ from memframe.core.errors import InvalidInput, NotFound, Unauthorized
 from memframe.paths import check_workspace_id
 from memframe.service.db import Database
 
+TYPE_CHECKING = False  # not typing's: the CLI's cheap commands import accounts and must not load typing
+if TYPE_CHECKING:
+    from memframe.service.keysessions import KeySessions
+
 TOKEN_PREFIX = "mf_"
 #: The person who owns workspaces of the embedded local database.
 LOCAL_USER = "local"
@@ -42,8 +46,34 @@ def check_user_id(user_id: str) -> str:
 
 
 class Accounts:
-    def __init__(self, db: Database) -> None:
+    """People and membership; losing either ends the person's key sessions (`_revoke_sessions`)."""
+
+    def __init__(self, db: Database, key_sessions: KeySessions | None = None) -> None:
         self.db = db
+        self.key_sessions = key_sessions
+
+    def _revoke_sessions(self, conn: sqlite3.Connection, user_id: str, workspace_id: str | None = None) -> list[str]:
+        """Durable revocation rows, in the caller's batch, for the person's key sessions.
+
+        The caller forgets the keys after its batch commits. Admissions that name these
+        sessions are retired with them: the commit fence reads the revocation rows, and
+        recall can no longer resolve the key.
+        """
+        if self.key_sessions is None:
+            return []
+        sessions = self.key_sessions.sessions_of(user_id, workspace_id)
+        for session_id, workspace in sessions:
+            conn.execute(
+                "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
+                " VALUES (?, ?, ?)",
+                (session_id, workspace, self.db.clock()),
+            )
+        return [session_id for session_id, _ in sessions]
+
+    def _forget(self, session_ids: list[str]) -> None:
+        if self.key_sessions is not None:
+            for session_id in session_ids:
+                self.key_sessions.forget(session_id)
 
     # users ---------------------------------------------------------------------------
 
@@ -67,15 +97,21 @@ class Accounts:
 
     # tokens --------------------------------------------------------------------------
 
-    def create_token(self, user_id: str, label: str = "") -> tuple[str, str]:
-        """Returns (token id, the token itself); the token is never retrievable again."""
+    def create_token(self, user_id: str, label: str = "", *, expires_in: float | None = None) -> tuple[str, str]:
+        """Returns (token id, the token itself); the token is never retrievable again.
+
+        With `expires_in` (seconds) the token stops working that long after now.
+        """
+        if expires_in is not None and expires_in <= 0:
+            raise InvalidInput("A token's lifetime must be positive.")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = secrets.token_hex(6)
         with self.db.write() as conn:
             self._require_user(conn, user_id)
+            now = self.db.clock()
             conn.execute(
-                "INSERT INTO tokens (id, user_id, token_hash, label, created_at) VALUES (?, ?, ?, ?, ?)",
-                (token_id, user_id, _hash(token), label, self.db.clock()),
+                "INSERT INTO tokens (id, user_id, token_hash, label, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (token_id, user_id, _hash(token), label, now, None if expires_in is None else now + expires_in),
             )
         return token_id, token
 
@@ -89,13 +125,20 @@ class Accounts:
             return [TokenInfo(*row) for row in conn.execute(sql + " ORDER BY created_at", args)]
 
     def revoke_token(self, token_id: str) -> None:
+        """Revoke one token; revoking a person's last live token also revokes their key sessions."""
         with self.db.write() as conn:
-            cur = conn.execute(
-                "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (self.db.clock(), token_id),
-            )
-            if cur.rowcount == 0:
+            now = self.db.clock()
+            row = conn.execute("SELECT user_id FROM tokens WHERE id = ? AND revoked_at IS NULL", (token_id,)).fetchone()
+            if row is None:
                 raise NotFound(f"There is no active token {token_id!r}.")
+            conn.execute("UPDATE tokens SET revoked_at = ? WHERE id = ?", (now, token_id))
+            left = conn.execute(
+                "SELECT 1 FROM tokens WHERE user_id = ? AND revoked_at IS NULL"
+                " AND (expires_at IS NULL OR expires_at > ?)",
+                (row[0], now),
+            ).fetchone()
+            revoked = [] if left is not None else self._revoke_sessions(conn, str(row[0]))
+        self._forget(revoked)
 
     def authenticate(self, token: str | None) -> str:
         """The user a bearer token speaks for; any failure is one indistinct Unauthorized."""
@@ -103,8 +146,9 @@ class Accounts:
             raise Unauthorized("A token is required.")
         with self.db.read() as conn:
             row = conn.execute(
-                "SELECT user_id FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
-                (_hash(token),),
+                "SELECT user_id FROM tokens WHERE token_hash = ? AND revoked_at IS NULL"
+                " AND (expires_at IS NULL OR expires_at > ?)",
+                (_hash(token), self.db.clock()),
             ).fetchone()
         if row is None:
             raise Unauthorized("The token is not valid.")
@@ -141,12 +185,15 @@ class Accounts:
             )
 
     def remove_member(self, workspace_id: str, user_id: str) -> None:
+        """Remove a member; their key sessions for the workspace are revoked in the same batch."""
         with self.db.write() as conn:
             cur = conn.execute(
                 "DELETE FROM memberships WHERE workspace_id = ? AND user_id = ?", (workspace_id, user_id)
             )
             if cur.rowcount == 0:
                 raise NotFound(f"{user_id!r} is not a member of {workspace_id!r}.")
+            revoked = self._revoke_sessions(conn, user_id, workspace_id)
+        self._forget(revoked)
 
     def workspaces(self, user_id: str | None = None) -> list[str]:
         with self.db.read() as conn:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memframe.core.errors import NotFound, Unauthorized
+from memframe.core.errors import InvalidInput, NotFound, Unauthorized
 from memframe.core.turns import AIConsent
 from memframe.core.types import Mode
 from memframe.service.accounts import Accounts, require_member
@@ -183,11 +183,21 @@ class AssistantBase:
         return admission
 
     @staticmethod
-    def _owned_conversation(conn: sqlite3.Connection, user: str, conversation_id: str) -> None:
-        """A conversation is its person's alone: anyone else, like a stranger, gets NotFound."""
-        row = conn.execute(
-            "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
-        ).fetchone()
-        if row is None or row[1] != user:
+    def _owned_conversation(
+        conn: sqlite3.Connection, user: str, conversation_id: str, workspace_id: str | None = None
+    ) -> str:
+        """The internal key of this person's conversation `conversation_id` (in `workspace_id`, if
+        given). A conversation is its person's alone: anyone else, like a stranger, gets NotFound."""
+        sql = "SELECT id, workspace_id FROM conversations WHERE user_id = ? AND client_id = ?"
+        args: tuple[str, ...] = (user, conversation_id)
+        if workspace_id is not None:
+            sql, args = sql + " AND workspace_id = ?", (*args, workspace_id)
+        rows = conn.execute(sql, args).fetchall()
+        if not rows:
             raise NotFound("No such conversation.")
-        require_member(conn, user, row[0])
+        if len(rows) > 1:
+            raise InvalidInput(
+                f"You have a conversation {conversation_id!r} in several workspaces; say which with ?workspace=."
+            )
+        require_member(conn, user, rows[0][1])
+        return str(rows[0][0])

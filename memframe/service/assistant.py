@@ -121,6 +121,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             raise NotFound("No such key session (it may have expired already).")
         with self.db.write() as conn:
             require_member(conn, user, info.workspace_id)
+            if info.user_id != user:  # only its owner revokes it; to anyone else it does not exist
+                raise NotFound("No such key session (it may have expired already).")
             conn.execute(
                 "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
                 " VALUES (?, ?, ?)",
@@ -155,7 +157,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             consent = read_consent(conn, workspace_id)
             if not consent.enabled:
                 raise AIDisabled("Workspace AI is off for this workspace; turn it on to talk to the Assistant.")
-            self._claim_conversation(conn, user, workspace_id, conversation_id, now)
+            conversation_id = self._claim_conversation(conn, user, workspace_id, conversation_id, now)
             row = conn.execute(
                 f"SELECT {ADMISSION_COLUMNS} FROM workspace_memory_admissions"
                 " WHERE conversation_id = ? AND idempotency_key = ?",
@@ -163,6 +165,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             ).fetchone()
             if row is not None:
                 return admission_from_row(row)
+            if key_session_id is not None:
+                self._check_key_session(conn, user, workspace_id, key_session_id)
             policy = read_policy(conn, workspace_id)
             admission = Admission(
                 id="adm_" + secrets.token_hex(12),
@@ -182,22 +186,38 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             write_admission(conn, admission, idempotency_key)
             return admission
 
+    def _check_key_session(self, conn: sqlite3.Connection, user: str, workspace_id: str, session_id: str) -> None:
+        """The X-Key-Session a send names must exist, be live and unrevoked, and be this
+        workspace's and this person's; otherwise nothing is admitted."""
+        info = self.key_sessions.describe(session_id)
+        revoked = conn.execute(
+            "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session_id,)
+        ).fetchone()
+        if info is None or revoked is not None or (info.workspace_id, info.user_id) != (workspace_id, user):
+            raise NotFound("No such key session (it may have expired or been revoked); open a new one.")
+
     @staticmethod
     def _claim_conversation(
         conn: sqlite3.Connection, user: str, workspace_id: str, conversation_id: str, now: float
-    ) -> None:
+    ) -> str:
+        """The internal key of this person's conversation `conversation_id` in this workspace, made
+        on first use. The client's id is the key when no other conversation has it; otherwise a
+        fresh one is minted, so an id taken elsewhere neither blocks this send nor reveals anything."""
         if not conversation_id or len(conversation_id) > 100 or not conversation_id.isprintable():
             raise InvalidInput("A conversation id is 1 to 100 printable characters.")
         row = conn.execute(
-            "SELECT workspace_id, user_id FROM conversations WHERE id = ?", (conversation_id,)
+            "SELECT id FROM conversations WHERE workspace_id = ? AND user_id = ? AND client_id = ?",
+            (workspace_id, user, conversation_id),
         ).fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO conversations (id, workspace_id, user_id, created_at) VALUES (?, ?, ?, ?)",
-                (conversation_id, workspace_id, user, now),
-            )
-        elif tuple(row) != (workspace_id, user):
-            raise NotFound("No such conversation.")
+        if row is not None:
+            return str(row[0])
+        taken = conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        internal = conversation_id if taken is None else f"{conversation_id}~{secrets.token_hex(8)}"
+        conn.execute(
+            "INSERT INTO conversations (id, workspace_id, user_id, client_id, created_at) VALUES (?, ?, ?, ?, ?)",
+            (internal, workspace_id, user, conversation_id, now),
+        )
+        return internal
 
     # --- recall ----------------------------------------------------------------------------
 
@@ -271,11 +291,11 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         # The admission row's recall status and revision follow from it (a trigger, migration 0051).
         self.db.write_soon("memory_recall_receipts", _RECEIPT_COLUMNS, (a, conversation, status, revision, now))
 
-    def receipts(self, user: str, conversation_id: str) -> list[Receipt]:
+    def receipts(self, user: str, conversation_id: str, workspace_id: str | None = None) -> list[Receipt]:
         """Ids, versions and statuses of every recall in a conversation; never text."""
         self.db.flush()  # receipts still queued by recalls in this process are shown too
         with self.db.read() as conn:
-            self._owned_conversation(conn, user, conversation_id)
+            conversation_id = self._owned_conversation(conn, user, conversation_id, workspace_id)
             return [
                 Receipt(r[0], int(r[1]), RecallStatus(r[2]), r[3], float(r[4]))
                 for r in conn.execute(

@@ -183,7 +183,10 @@ class CaptureMixin(AssistantBase):
         why = _proposal_reason(reason)
         with self.db.read() as conn:
             admission = self._live_admission_for(conn, workspace_id, credential)
-        if admission.mode is Mode.OFF:
+            current_mode = read_policy(conn, workspace_id).mode
+        # The current policy, not the mode frozen at admission: Off means nothing happens, even
+        # for a turn admitted in Auto or Read only before the switch.
+        if Mode.OFF in (admission.mode, current_mode):
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         proposal_id = "prop_" + secrets.token_hex(8)
@@ -224,11 +227,25 @@ class CaptureMixin(AssistantBase):
             ]
 
     def resolve_proposal(self, user: str, workspace_id: str, proposal_id: str, status: str) -> None:
-        """A person marks a proposal applied (after their own Save) or dismissed."""
+        """A person marks a proposal applied (after their own Save) or dismissed.
+
+        A proposal made before a Clear cannot be marked applied, whoever asks: the Clear fenced
+        the automatic work it came from. It can still be dismissed.
+        """
         if status not in (ProposalStatus.APPLIED, ProposalStatus.DISMISSED):
             raise InvalidInput("A proposal is resolved as applied or dismissed.")
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
+            if status == "applied":
+                made_under = conn.execute(
+                    "SELECT clear_generation FROM workspace_memory_proposals"
+                    " WHERE id = ? AND workspace_id = ? AND status = 'pending'",
+                    (proposal_id, workspace_id),
+                ).fetchone()
+                if made_under is not None and made_under[0] != read_policy(conn, workspace_id).clear_generation:
+                    raise CaptureRefused(
+                        "This proposal was made before the memory was cleared, so it cannot be applied; dismiss it."
+                    )
             cur = conn.execute(
                 "UPDATE workspace_memory_proposals SET status = ?, resolved_at = ?"
                 " WHERE id = ? AND workspace_id = ? AND status = 'pending'",

@@ -86,6 +86,7 @@ class Database:
         self._readers: list[sqlite3.Connection] = []
         self._closed = False
         self._soon: list[_SoonRow] = []  # write_soon rows not yet committed
+        self._soon_taken = False  # a batch holds write_soon rows it has not committed yet
         self._soon_lock = threading.Lock()
         self._soon_wake = threading.Event()
         self._closing = threading.Event()
@@ -153,6 +154,7 @@ class Database:
                     soon = self._take_soon(conn)
                     yield conn
                     conn.execute("COMMIT")
+                    self._settle_soon()
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -250,8 +252,15 @@ class Database:
             self._soon_wake.set()
 
     def flush(self) -> None:
-        """Commit every queued `write_soon` record now (readers of those records call this first)."""
-        if self._soon:
+        """Commit every queued `write_soon` record now (readers of those records call this first).
+
+        A record already taken by a batch that has not committed yet (the background batch, or
+        any write) counts as queued: flush waits for that batch, through the writer lock, and
+        commits whatever it gave back. So a read after flush sees every record queued before it.
+        """
+        with self._soon_lock:
+            pending = bool(self._soon) or self._soon_taken
+        if pending:
             with self.write():
                 pass
 
@@ -259,6 +268,7 @@ class Database:
         """Run the queued records inside the batch just begun; returned so a rollback can give them back."""
         with self._soon_lock:
             soon, self._soon = self._soon, []
+            self._soon_taken = bool(soon)
         if not soon:
             return soon
         conn.execute("SAVEPOINT soon")
@@ -281,10 +291,16 @@ class Database:
         conn.execute("RELEASE soon")
         return soon
 
+    def _settle_soon(self) -> None:
+        """The batch that took queued records has committed them."""
+        with self._soon_lock:
+            self._soon_taken = False
+
     def _give_back_soon(self, soon: list[_SoonRow]) -> None:
+        with self._soon_lock:
+            self._soon[:0] = soon
+            self._soon_taken = False
         if soon:
-            with self._soon_lock:
-                self._soon[:0] = soon
             self._soon_wake.set()  # the background batch tries them again
 
     def _flush_loop(self) -> None:

@@ -4,7 +4,9 @@ Notes are encrypted and versioned exactly like the memory. Every automation
 route here passes each path — the source and the target of a move too —
 through `validate_document_path`, which refuses every spelling of the reserved
 memory namespace with MEMORY_NAMESPACE_RESERVED: the memory route is the only
-automatic way in. Listing and search never show the namespace.
+automatic way in. Writes also refuse lookalike names (invisible characters,
+bidi controls, combining marks: `validate_written_path`). Listing and search
+never show the namespace.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import sqlite3
 
 from memframe import crypto
-from memframe.core.errors import InvalidInput, NotFound
-from memframe.core.namespace import is_reserved, validate_document_path
+from memframe.core.errors import DecryptionFailed, InvalidInput, NotFound
+from memframe.core.namespace import is_reserved, validate_document_path, validate_written_path
 from memframe.core.types import Author, DocumentHit, Operation, VersionInfo
 from memframe.service import files
 from memframe.service.admissions import AssistantBase
 
 SEARCH_LIMIT = 20
+#: The snippet of a note that could not be decrypted: named, so the turn knows it was not searched.
+UNREADABLE_NOTE = "(this note could not be decrypted, so the search skipped it)"
 
 
 class DocumentsMixin(AssistantBase):
@@ -53,7 +57,11 @@ class DocumentsMixin(AssistantBase):
         for path, version in self.list_documents(workspace_id, credential):
             with self.db.read() as conn:
                 stored = files.get_version(conn, workspace_id, path, version)
-            text = self._open(key, workspace_id, path, stored.ciphertext, version)
+            try:
+                text = self._open(key, workspace_id, path, stored.ciphertext, version)
+            except DecryptionFailed:  # one damaged note must not make the whole search fail
+                hits.append(DocumentHit(path, version, UNREADABLE_NOTE))
+                continue
             at = text.casefold().find(needle)
             if at >= 0:
                 line_start = text.rfind("\n", 0, at) + 1
@@ -74,7 +82,7 @@ class DocumentsMixin(AssistantBase):
 
     def put_document(self, workspace_id: str, credential: str, path: str, text: str, base_version: int) -> VersionInfo:
         """Create (base 0) or update a note against its exact current version."""
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version)
@@ -84,7 +92,7 @@ class DocumentsMixin(AssistantBase):
             return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
 
     def delete_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         self._key_for(workspace_id, credential)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version)
@@ -96,7 +104,7 @@ class DocumentsMixin(AssistantBase):
         self, workspace_id: str, credential: str, source: str, target: str, base_version: int
     ) -> VersionInfo:
         """Copy to a new path (create-only) and leave a tombstone behind, in one transaction."""
-        source, target = validate_document_path(source), validate_document_path(target)
+        source, target = validate_written_path(source), validate_written_path(target)
         if source == target:
             raise InvalidInput("A note cannot be moved onto itself.")
         key = self._key_for(workspace_id, credential)
@@ -113,7 +121,7 @@ class DocumentsMixin(AssistantBase):
 
     def restore_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
         """Bring a deleted note back with the text it had before it was deleted."""
-        path = validate_document_path(path)
+        path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
         with self.db.write() as conn:
             version = files.check_base(conn, workspace_id, path, base_version, revive=True)

@@ -27,6 +27,10 @@ DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
 SWEEP_SECONDS = 5.0
 
 
+#: Live key sessions one person may hold in one workspace; opening one more evicts their oldest.
+MAX_SESSIONS_PER_PERSON = 8
+
+
 @dataclass
 class _Session:
     workspace_id: str
@@ -57,13 +61,32 @@ class KeySessions:
         self._swept_at = float("-inf")
 
     def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
+        """A new session bound to the person who opened it; beyond the cap per person and
+        workspace, their oldest session there is evicted (forgotten, as idle eviction does: no
+        revocation row)."""
         now = self._clock()
         session_id = "ks_" + secrets.token_urlsafe(24)
         session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
         with self._lock:
             self._evict_locked(now)
+            theirs = sorted(
+                (s.created_at, sid)
+                for sid, s in self._sessions.items()
+                if (s.user_id, s.workspace_id) == (user_id, workspace_id) and not self._stale(s, now)
+            )
+            for _, sid in theirs[: max(0, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)]:
+                del self._sessions[sid]
             self._sessions[session_id] = session
         return self._info(session_id, session)
+
+    def sessions_of(self, user_id: str, workspace_id: str | None = None) -> list[tuple[str, str]]:
+        """(id, workspace) of a person's sessions (in one workspace, or all), live or not yet swept."""
+        with self._lock:
+            return [
+                (sid, s.workspace_id)
+                for sid, s in self._sessions.items()
+                if s.user_id == user_id and (workspace_id is None or s.workspace_id == workspace_id)
+            ]
 
     def _info(self, session_id: str, s: _Session) -> KeySessionInfo:
         return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, self.idle_seconds)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput
+from memframe.core.namespace import refuse_lookalike
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -51,8 +52,8 @@ class MemoryService:
 
     def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
         self.db = Database(db_path, clock=clock)
-        self.accounts = Accounts(self.db)
         self.key_sessions = KeySessions(clock)
+        self.accounts = Accounts(self.db, self.key_sessions)
 
     @cached_property
     def assistant(self) -> AssistantService:
@@ -105,6 +106,8 @@ class MemoryService:
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version, revive=revive)
+            if version == 1:  # a new path may not look like another one; existing odd paths stay usable
+                refuse_lookalike(path, combining_marks=False)
             if restored_from is not None:
                 files.check_restorable(conn, workspace_id, path, restored_from)
             info = files.insert_version(

@@ -32,10 +32,10 @@ class TranscriptMixin(AssistantBase):
                 (admission.conversation_id, seq, role, admission.id, sealed, self.db.clock()),
             )
 
-    def transcript(self, user: str, conversation_id: str) -> list[tuple[str, bytes]]:
+    def transcript(self, user: str, conversation_id: str, workspace_id: str | None = None) -> list[tuple[str, bytes]]:
         """(role, sealed content) in order; the client opens them with its key."""
         with self.db.read() as conn:
-            self._owned_conversation(conn, user, conversation_id)
+            conversation_id = self._owned_conversation(conn, user, conversation_id, workspace_id)
             return [
                 (str(r[0]), bytes(r[1]))
                 for r in conn.execute(

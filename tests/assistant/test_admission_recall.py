@@ -72,12 +72,17 @@ def test_malformed_memory_state_is_refused(stage: Stage) -> None:
         stage.admit(memory_state="draft; version=3")
 
 
-def test_someone_elses_conversation_is_not_found(stage: Stage) -> None:
-    stage.admit("mine")
+def test_someone_elses_conversation_id_is_their_own_conversation(stage: Stage) -> None:
+    """Conversations are addressed within their workspace and person (issue 17): bob using the
+    same id neither reaches the other conversation nor is blocked, and learns nothing about it."""
+    mine = stage.admit("mine")
     stage.service.accounts.add_user("bob")
     stage.service.accounts.add_member("ws", "bob")
+    his = stage.assistant.admit("bob", "ws", "mine", idempotency_key="x", key_session_id=None, memory_state=None)
+    assert his.conversation_id != mine.conversation_id
+    assert stage.assistant.receipts("bob", "mine") == []
     with pytest.raises(NotFound):
-        stage.assistant.admit("bob", "ws", "mine", idempotency_key="x", key_session_id=None, memory_state=None)
+        stage.assistant.receipts("bob", "never")
 
 
 def recall(stage: Stage, admission) -> tuple[RecallStatus, int | None, str | None]:  # type: ignore[no-untyped-def]

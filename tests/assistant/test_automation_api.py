@@ -112,3 +112,16 @@ def test_off_refuses_the_current_memory_read(stage: Stage, http: httpx.Client) -
         headers={"Authorization": f"Bearer {a.credential}"},
     )
     assert r.status_code == 409 and "private" not in r.text
+
+
+def test_a_lookalike_of_the_memory_path_over_http_is_the_namespace(stage: Stage, http: httpx.Client) -> None:
+    """Issue 17: `%CD%8F` (U+034F) after `memory` is refused as the namespace and never listed."""
+    a = stage.admit()
+    auth = {"Authorization": f"Bearer {a.credential}", "X-Base-Version": "0"}
+    root = "/api/v1/automation/workspaces/ws"
+    r = http.put(f"{root}/documents/.zudotext/memory%CD%8F/MEMORY.md", headers=auth, json={"text": "forged"})
+    assert (r.status_code, r.json()["error"]) == (403, "MEMORY_NAMESPACE_RESERVED")
+    r = http.put(f"{root}/documents/notes/%E2%80%AEtxt.md", headers=auth, json={"text": "x"})
+    assert r.status_code == 422 and "bidi control" in r.json()["message"]
+    listed = http.get(f"{root}/documents", headers={"Authorization": f"Bearer {a.credential}"}).json()
+    assert "memory" not in str(listed) and "txt.md" not in str(listed)

@@ -72,10 +72,12 @@ BREAKERS: dict[str, Callable[[Stage, Admission], None]] = {
         s.service.accounts.add_user("eve"),
         sql(s, "UPDATE conversations SET user_id = 'eve' WHERE id = ?", a.conversation_id),
     ),
+    # Row-level, so the fence's membership predicate alone is false: `remove_member` also revokes
+    # the person's key sessions (tests/reliability/test_access.py), which would refuse earlier.
     "owner removed from the workspace": lambda s, a: (
         s.service.accounts.add_user("bob"),
         s.service.accounts.add_member("ws", "bob"),
-        s.service.accounts.remove_member("ws", LOCAL_USER),
+        sql(s, "DELETE FROM memberships WHERE workspace_id = 'ws' AND user_id = ?", LOCAL_USER),
     ),
     "admission already consumed": lambda s, a: sql(
         s, "UPDATE workspace_memory_admissions SET consumed_at = 1 WHERE id = ?", a.id

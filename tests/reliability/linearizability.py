@@ -110,7 +110,7 @@ def memframe_step(s: State, op: Op) -> State | None:
 
         ("save"|"clear", base)                        -> ("ok", version) | ("conflict", current)
         ("mode", mode, expected_revision)             -> ("ok", mode, revision) | ("conflict", current_revision)
-        ("admit", conversation)                       -> ("ok", admission, mode, revision, generation)
+        ("admit", conversation[, key_session])        -> ("ok", admission, mode, revision, generation) | ("not found",)
         ("capture", admission, conversation, mode, revision, generation, key_session, expected_version)
                                   -> ("ok", version) | ("conflict", current) | ("fenced",) | ("no key session",)
         ("revoke", key_session)                       -> ("ok",) | ("not found",)
@@ -138,7 +138,11 @@ def memframe_step(s: State, op: Op) -> State | None:
             return None
         return State(s.version, s.generation, new_mode, new_revision, s.slots, s.consumed, s.revoked)
     if kind == "admit":
-        (conversation,) = args
+        conversation, session = (*args, None)[:2]
+        if result == ("not found",):  # a send naming a revoked key session admits nothing
+            return s if session in s.revoked else None
+        if session is not None and session in s.revoked:
+            return None
         status, admission, mode, revision, generation = result
         if (status, mode, revision, generation) != ("ok", s.mode, s.revision, s.generation):
             return None

@@ -31,7 +31,7 @@ import pytest
 from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
-from memframe.core.errors import MemframeError, NotFound
+from memframe.core.errors import CaptureRefused, InvalidInput, MemframeError, NamespaceReserved, NotFound
 from memframe.core.turns import RecallResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
@@ -170,6 +170,8 @@ def test_people_outside_the_workspace_reach_nothing(world: World, who: str) -> N
         world.service.get_policy(user, "no-such-workspace")
     reached = []
     for name, op in PERSON_OPS.items():
+        if name == "admit into their conversation" and user == "mallory":
+            continue  # ws2 is hers: that is her own conversation now (test_conversation_ids_are_per_workspace)
         before = dump(world.path)
         try:
             op(world, user)
@@ -311,3 +313,192 @@ def test_reprs_of_authority_objects_hide_credentials_and_keys(world: World) -> N
         text = repr(obj)
         assert world.turn.credential_nonce not in text, f"{type(obj).__name__} repr shows the credential"
         assert world.key.hex() not in text and repr(world.key) not in text, f"{type(obj).__name__} repr shows the key"
+
+
+def test_off_means_a_turn_admitted_before_it_proposes_nothing(world: World) -> None:
+    """Issue 17: `propose` judges the current policy, not the mode frozen at admission."""
+    world.service.set_policy(LOCAL_USER, "ws", Mode.OFF, 1)
+    before = dump(world.path)
+    with pytest.raises(CaptureRefused) as refused:
+        AUTOMATION_OPS["propose"](world, world.turn)
+    assert "Off" in str(refused.value)
+    assert_clean(world, "propose", refused.value)
+    assert not diff_dumps(before, dump(world.path))
+
+
+def test_a_proposal_made_before_a_clear_cannot_be_marked_applied(world: World) -> None:
+    """Issue 17: the service refuses it (not only the CLI); dismissing it still works."""
+    sealed = crypto.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH)
+    world.service.put_file(LOCAL_USER, "ws", MEMORY_PATH, sealed, 1, clear=True)
+    before = dump(world.path)
+    with pytest.raises(CaptureRefused) as refused:
+        world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "applied")
+    assert "before the memory was cleared" in str(refused.value)
+    assert not diff_dumps(before, dump(world.path))
+    world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "dismissed")
+    assert world.a.proposals(LOCAL_USER, "ws") == []
+
+
+# --- lookalike paths (issue 17) -----------------------------------------------------------------
+
+LOOKALIKE_NAMESPACE = [
+    ".zudotext/memory\u034f/MEMORY.md",
+    ".zudotext/memory\ufe0f/MEMORY.md",
+    ".zudotext\u3164/memory/MEMORY.md",
+    ".zudotext/mem\u180bory/MEMORY.md",
+    ".zudotext/memory\u0301/MEMORY.md",
+    ".zudotext/\u202ememory/MEMORY.md",
+]
+LOOKALIKE_NOTES = ["notes/\u202e.md", "notes/a\u034f.md", "notes/b\u2066.md", "notes/c\u0301.md", "notes/\u3164.md"]
+
+
+@pytest.mark.parametrize("path", LOOKALIKE_NAMESPACE + LOOKALIKE_NOTES)
+def test_automation_and_mcp_writes_refuse_lookalike_paths(world: World, path: str) -> None:
+    from memframe.mcp_server import note_path
+
+    expected = NamespaceReserved if path in LOOKALIKE_NAMESPACE else InvalidInput
+    before = dump(world.path)
+    t = world.turn
+    writes = [
+        lambda: world.a.put_document("ws", t.credential, path, "forged", 0),
+        lambda: world.a.move_document("ws", t.credential, "notes/q3.md", path, 1),
+        lambda: note_path(path, written=True),
+    ]
+    for write in writes:
+        with pytest.raises(expected):
+            write()
+    assert not diff_dumps(before, dump(world.path))
+    assert all(p == "notes/q3.md" for p, _ in world.a.list_documents("ws", t.credential))
+
+
+def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_stay_usable(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memframe.service import service as service_module
+
+    def sealed(path: str, text: str) -> bytes:
+        return crypto.seal(world.key, text, workspace_id="ws", path=path)
+
+    for path in ("notes/\u202e.md", "notes/x\u200b.md", "notes/\u2067y.md"):
+        with pytest.raises(InvalidInput):
+            world.service.put_file(LOCAL_USER, "ws", path, sealed(path, "x"), 0)
+    world.service.put_file(LOCAL_USER, "ws", "notes/cafe\u0301.md", sealed("notes/cafe\u0301.md", "ok"), 0)
+    odd = "notes/old\u202e.md"  # as an older memframe stored it, before the rule
+    monkeypatch.setattr(service_module, "refuse_lookalike", lambda *a, **k: None)
+    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v1"), 0)
+    monkeypatch.undo()
+    assert world.service.get_file(LOCAL_USER, "ws", odd) is not None
+    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v2"), 1)  # its person can still save it
+    assert world.a.read_document("ws", world.turn.credential, odd) == (2, "v2")  # and the Assistant read it
+
+
+# --- key sessions belong to their person (issue 17) ---------------------------------------------
+
+
+def _revoked_rows(world: World) -> set[str]:
+    with world.service.db.read() as conn:
+        return {r[0] for r in conn.execute("SELECT key_session_id FROM key_session_revocations")}
+
+
+def test_only_its_owner_revokes_a_key_session(world: World) -> None:
+    before = dump(world.path)
+    with pytest.raises(NotFound):
+        world.a.revoke_key_session("bob", world.session)  # a member of the same workspace
+    assert not diff_dumps(before, dump(world.path))
+    assert world.a.key_sessions.describe(world.session) is not None
+    world.a.revoke_key_session(LOCAL_USER, world.session)
+    assert world.session in _revoked_rows(world)
+
+
+@pytest.mark.parametrize("whose", ["another member's", "another workspace's", "revoked", "unknown"])
+def test_a_send_must_name_a_live_key_session_of_its_own_person_and_workspace(world: World, whose: str) -> None:
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    session = {
+        "another member's": bob_session,
+        "another workspace's": world.other_turn.key_session_id,
+        "revoked": world.session,
+        "unknown": "ks_made_up",
+    }[whose]
+    if whose == "revoked":
+        world.a.revoke_key_session(LOCAL_USER, world.session)
+    before = dump(world.path)
+    with pytest.raises(NotFound) as refused:
+        world.a.admit(LOCAL_USER, "ws", "conv-2", idempotency_key="k", key_session_id=session, memory_state=None)
+    assert "key session" in str(refused.value)
+    assert_clean(world, "admit", refused.value)
+    assert not diff_dumps(before, dump(world.path))
+
+
+def test_removing_a_member_revokes_their_key_sessions_and_retires_their_turns(world: World) -> None:
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    bob_turn = world.a.admit(
+        "bob", "ws", "bob-conv", idempotency_key="b", key_session_id=bob_session, memory_state=None
+    )
+    world.service.accounts.remove_member("ws", "bob")
+    assert bob_session in _revoked_rows(world) and world.a.key_sessions.describe(bob_session) is None
+    assert world.a.key_sessions.describe(world.session) is not None  # nobody else's
+    before = dump(world.path)
+    with pytest.raises(MemframeError):
+        AUTOMATION_OPS["commit_capture"](world, bob_turn)
+    assert not diff_dumps(before, dump(world.path))
+    # Another member's turn cannot borrow the removed member's session either.
+    with pytest.raises(NotFound):
+        world.a.admit(LOCAL_USER, "ws", "c3", idempotency_key="k3", key_session_id=bob_session, memory_state=None)
+
+
+def test_revoking_a_persons_last_token_revokes_their_key_sessions(world: World) -> None:
+    first, _ = world.service.accounts.create_token("bob")
+    second, _ = world.service.accounts.create_token("bob")
+    bob_session = world.a.open_key_session("bob", "ws", world.key).id
+    world.service.accounts.revoke_token(first)
+    assert world.a.key_sessions.describe(bob_session) is not None  # one token is still live
+    world.service.accounts.revoke_token(second)
+    assert bob_session in _revoked_rows(world) and world.a.key_sessions.describe(bob_session) is None
+
+
+def test_key_sessions_are_capped_per_person_oldest_evicted(world: World) -> None:
+    from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
+
+    opened = [world.session]
+    for _ in range(MAX_SESSIONS_PER_PERSON):
+        world.clock.advance(1)
+        opened.append(world.a.open_key_session(LOCAL_USER, "ws", world.key).id)
+    live = [s for s in opened if world.a.key_sessions.describe(s) is not None]
+    assert live == opened[1:] and len(live) == MAX_SESSIONS_PER_PERSON
+    assert world.a.key_sessions.describe(world.other_turn.key_session_id) is not None  # mallory's untouched
+
+
+# --- conversations are addressed within their workspace (issue 17) ------------------------------
+
+
+def test_conversation_ids_are_per_workspace_and_person_so_squatting_blocks_and_reveals_nothing(world: World) -> None:
+    a = world.a
+    # mallory squats ids in her own workspace: the one local already uses, and one local will use.
+    squat = a.admit("mallory", "ws2", "conv", idempotency_key="sq", key_session_id=None, memory_state=None)
+    early = a.admit("mallory", "ws2", "future", idempotency_key="sq2", key_session_id=None, memory_state=None)
+    assert squat.conversation_id != world.turn.conversation_id  # a conversation of her own, not local's
+    assert [r for r, _ in a.conversation_history("ws", world.turn.credential)] == ["user"]  # local's untouched
+    later = a.admit(LOCAL_USER, "ws", "future", idempotency_key="f1", key_session_id=world.session, memory_state=None)
+    assert later.conversation_id != early.conversation_id
+    assert a.recall("ws", later.credential).status is RecallStatus.PROVIDED
+    world.service.db.flush()
+    # Each sees only their own conversation under the shared id, and nothing of the other's.
+    assert {r.admission_id for r in a.receipts(LOCAL_USER, "future")} == {later.id}
+    assert a.receipts("mallory", "future") == [] and a.transcript("mallory", "conv") == []
+    assert [role for role, _ in a.transcript(LOCAL_USER, "conv")] == ["user"]
+    # bob, a member of ws, using local's id there gets his own conversation too, not a 404.
+    bob = a.admit("bob", "ws", "conv", idempotency_key="b1", key_session_id=None, memory_state=None)
+    assert bob.conversation_id not in (world.turn.conversation_id, squat.conversation_id)
+    with pytest.raises(NotFound):
+        a.receipts("bob", "never-used")
+
+
+def test_the_same_id_in_two_of_ones_workspaces_asks_which(world: World) -> None:
+    world.service.accounts.add_member("ws2", LOCAL_USER)
+    world.a.set_ai(LOCAL_USER, "ws2", True)
+    other = world.a.admit(LOCAL_USER, "ws2", "conv", idempotency_key="w2", key_session_id=None, memory_state=None)
+    with pytest.raises(InvalidInput, match="several workspaces"):
+        world.a.receipts(LOCAL_USER, "conv")
+    assert world.a.transcript(LOCAL_USER, "conv", "ws2") == []
+    assert [role for role, _ in world.a.transcript(LOCAL_USER, "conv", "ws")] == ["user"]
+    assert other.conversation_id != world.turn.conversation_id

@@ -34,6 +34,7 @@ from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+from memframe.service.documents import UNREADABLE_NOTE
 from tests.conftest import FakeClock
 from tests.reliability.support import SOAK, dump, raw, record_figures, sized
 
@@ -534,3 +535,20 @@ def test_every_route_survives_schemathesis(fast_tmp: Path) -> None:
         assert statuses.get(200, 0) > 0, "no request ever got past validation; the fuzzing was shallow"
     finally:
         service.close()
+
+
+def test_one_undecryptable_note_is_skipped_by_search_with_a_note(store: Store) -> None:
+    """Issue 17: a damaged note no longer makes the Assistant's whole search fail."""
+    a = store.service.assistant
+    turn = a.admit(LOCAL_USER, "ws", "conv", idempotency_key="s1", key_session_id=store.session, memory_state=None)
+    a.put_document("ws", turn.credential, "notes/good.md", "the plan is good\n", 0)
+    with raw(store.path) as conn:
+        conn.execute(
+            "UPDATE file_versions SET ciphertext = ? WHERE workspace_id = 'ws' AND path = 'notes/plan.md'",
+            (b"\x00" * 40,),
+        )
+    hits = a.search_documents("ws", turn.credential, "plan")
+    assert sorted((h.path, h.snippet) for h in hits) == [
+        ("notes/good.md", "the plan is good"),
+        ("notes/plan.md", UNREADABLE_NOTE),
+    ]

@@ -253,6 +253,11 @@ class PolicyMachine(RuleBasedStateMachine):
             with pytest.raises(AIDisabled):
                 call()
             return
+        dead = session is not None and (session not in self.live or self.service.key_sessions.describe(session) is None)
+        if previous is None and dead:  # a send naming a closed key session is not admitted (issue 17)
+            with pytest.raises(NotFound):
+                call()
+            return
         a = call()
         if previous is not None:
             assert a.id == previous[1], "a resend did not return the original admission"
@@ -543,18 +548,24 @@ def _run_history(
                         sessions[n] = a.open_key_session(LOCAL_USER, "ws", key).id
                     sends += 1
                     conversation = f"c{n}" if rng.random() < 0.7 else "shared"
-                    kind, args = "admit", (conversation,)
-                    adm = a.admit(
-                        LOCAL_USER,
-                        "ws",
-                        conversation,
-                        idempotency_key=f"{n}-{sends}",
-                        key_session_id=sessions[n],
-                        memory_state=None,
-                    )
-                    result = ("ok", adm.id, adm.mode, adm.policy_revision, adm.clear_generation)
-                    admission = (adm.id, conversation, adm.mode, adm.policy_revision, adm.clear_generation, sessions[n])
-                    credential = adm.credential
+                    kind, args = "admit", (conversation, sessions[n])
+                    try:
+                        adm = a.admit(
+                            LOCAL_USER,
+                            "ws",
+                            conversation,
+                            idempotency_key=f"{n}-{sends}",
+                            key_session_id=sessions[n],
+                            memory_state=None,
+                        )
+                    except NotFound:  # another client revoked this session a moment ago
+                        result = ("not found",)
+                    else:
+                        result = ("ok", adm.id, adm.mode, adm.policy_revision, adm.clear_generation)
+                        admission = (
+                            adm.id, conversation, adm.mode, adm.policy_revision, adm.clear_generation, sessions[n]
+                        )  # fmt: skip
+                        credential = adm.credential
                 else:
                     kind, args = "capture", (*admission, known_version)
                     in_flight[n] = admission[5]
