@@ -7,11 +7,11 @@ concerns (the Assistant, automation) add their own module and one line here.
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from memframe import __version__
 from memframe.api import assistant, automation, files, policy, workspaces
-from memframe.api.edge import AccessLog, HeaderGuard
+from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
 from memframe.api.responses import EDGE_STATUSES, error_responses
 from memframe.assistant.automation import InProcessAutomation
@@ -40,6 +40,7 @@ def create_app(
         redoc_url=None,
         # Any route can be refused at the edge (a doubled header, a stalled upload, too many connections).
         responses=error_responses(*EDGE_STATUSES),
+        dependencies=[Depends(known_query)],
     )
     app.state.service = service
     app.state.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any
 
+from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memframe.api.errors import send_json
+from memframe.core.errors import InvalidInput
 
 access_logger = logging.getLogger("memframe.access")
 
@@ -71,6 +73,39 @@ class HeaderGuard:
                 await send_json(send, 400, bad_request(problem), {"connection": "close"})
                 return
         await self.app(scope, receive, send)
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+
+
+def _query_names(dependant: Any) -> Iterator[str]:
+    """The query parameters a route and its dependencies declare."""
+    for param in dependant.query_params:
+        yield param.alias
+    for sub in dependant.dependencies:
+        yield from _query_names(sub)
+
+
+async def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not declare, as a body refuses an unknown field.
+
+    An app-wide dependency: a misspelt `?befor=3` is named instead of silently ignored.
+    """
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    names = _QUERY_NAMES.get(id(route))
+    if names is None:
+        names = frozenset(_query_names(dependant))
+        _QUERY_NAMES[id(route)] = names
+    unknown = sorted({name for name in request.query_params if name not in names})
+    if unknown:
+        shown = printable(unknown[0][:40])
+        raise InvalidInput(
+            f"query {shown}: not a parameter of this route",
+            errors=[{"where": f"query {shown}", "problem": "not a parameter of this route"}],
+        )
 
 
 def printable(text: str) -> str:

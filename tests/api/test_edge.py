@@ -263,9 +263,10 @@ def test_the_access_log_shows_no_query_and_no_handles(edge: Edge, caplog: pytest
     assert len(lines) == 5, lines
     text = "\n".join(lines)
     assert edge.token not in text and "s3cr3t" not in text and "mf_guess" not in text and "?" not in text
-    assert '"GET /api/v1/workspaces/ws/ai HTTP/1.1" 401' in lines[0]
+    # (A query parameter no route declares is refused before the token is even looked at.)
+    assert '"GET /api/v1/workspaces/ws/ai HTTP/1.1" 422' in lines[0]
     assert '"DELETE /api/v1/automation/key-sessions/{session_id} HTTP/1.1"' in lines[1]
-    assert '"GET /api/v1/agents/assistant/{conversation_id}/memory-receipts HTTP/1.1" 401' in lines[2]
+    assert '"GET /api/v1/agents/assistant/{conversation_id}/memory-receipts HTTP/1.1" 422' in lines[2]
     assert '"GET /…/…/… HTTP/1.1" 404' in lines[3]
     assert "/files/notes/a\\x0ab.md" in lines[4]
     assert lines[0].startswith("127.0.0.1:")
@@ -279,3 +280,61 @@ def test_the_redactor_prefers_literal_routes() -> None:
     assert redact("/d/ws/documents/notes/x.md") == "/d/ws/documents/notes/x.md"
     assert redact("/p/pr_123") == "/p/{proposal_id}"
     assert redact("/d/ws/other") == "/d/…/…"
+
+
+# --- strict request models ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enabled", ["yes", "on", "true", 1, 0, None])
+def test_consent_takes_only_a_json_boolean(edge: Edge, enabled: object) -> None:
+    with httpx.Client(base_url=edge.url(""), headers={"Authorization": f"Bearer {edge.token}"}) as client:
+        response = client.put("/api/v1/workspaces/ws/ai", json={"enabled": enabled})
+    assert response.status_code == 422 and response.json()["error"] == "invalid_input"
+    assert set(response.json()) == {"error", "message", "errors"}
+    assert edge.service.assistant.ai_consent("alice", "ws").enabled is False
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"mode": "auto", "expectedRevision": "0"},
+        {"mode": "auto", "expectedRevision": 0.0},
+        {"mode": "auto", "expectedRevision": True},
+        {"mode": "auto", "expectedRevision": 0, "force": True},
+        {"mode": 1, "expectedRevision": 0},
+    ],
+)
+def test_policy_takes_no_coerced_number_and_no_unknown_field(edge: Edge, body: dict[str, object]) -> None:
+    with httpx.Client(base_url=edge.url(""), headers={"Authorization": f"Bearer {edge.token}"}) as client:
+        response = client.put("/api/v1/workspaces/ws/memory/policy", json=body)
+        assert response.status_code == 422 and response.json()["error"] == "invalid_input", response.text
+        assert client.put(
+            "/api/v1/workspaces/ws/memory/policy", json={"mode": "auto", "expectedRevision": 0}
+        ).is_success
+
+
+def test_an_unknown_query_parameter_is_refused(edge: Edge) -> None:
+    with httpx.Client(base_url=edge.url(""), headers={"Authorization": f"Bearer {edge.token}"}) as client:
+        history = "/api/v1/workspaces/ws/history/.zudotext/memory/MEMORY.md"
+        assert client.get(history, params={"limit": 5}).status_code != 422
+        response = client.get(history, params={"limt": 5})
+    assert response.status_code == 422 and response.json()["message"] == "query limt: not a parameter of this route"
+
+
+def test_the_schema_says_request_models_are_closed_and_typed(edge: Edge) -> None:
+    schemas = httpx.get(edge.url("/openapi.json")).json()["components"]["schemas"]
+    assert schemas["AIConsentIn"]["additionalProperties"] is False
+    assert schemas["AIConsentIn"]["properties"]["enabled"]["type"] == "boolean"
+    assert schemas["PolicyIn"]["additionalProperties"] is False
+    assert schemas["PolicyIn"]["properties"]["expectedRevision"]["type"] == "integer"
+    assert all(s.get("additionalProperties") is False for name, s in schemas.items() if name.endswith("In"))
+
+
+def test_an_unparsable_body_answers_in_the_error_shape(edge: Edge) -> None:
+    with httpx.Client(base_url=edge.url(""), headers={"Authorization": f"Bearer {edge.token}"}) as client:
+        for content in (b"{not json", b"\xff\xfe", b""):
+            response = client.put(
+                "/api/v1/workspaces/ws/ai", content=content, headers={"content-type": "application/json"}
+            )
+            assert response.status_code == 422, response.text
+            assert response.json()["error"] == "invalid_input" and response.json()["message"]
