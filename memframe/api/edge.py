@@ -39,6 +39,9 @@ SHOWN_PARAMETERS = frozenset({"workspace_id", "path", "version"})
 
 BAD_REQUEST = "bad_request"
 
+#: Set in a request's scope by the server when the body did not arrive in time: it was answered 408.
+TIMED_OUT = "memframe.read_timed_out"
+
 
 def bad_request(message: str) -> dict[str, str]:
     """The one error shape for a request refused before any route reads it."""
@@ -175,7 +178,8 @@ class AccessLog:
             if self._redact is None:
                 self._redact = PathRedactor(self._templates())
             path = self._redact(scope.get("path", ""))
-            log_access(scope.get("client"), scope.get("method", "-"), path, scope.get("http_version", "1.1"), status)
+            shown = 408 if scope.get(TIMED_OUT) else status
+            log_access(scope.get("client"), scope.get("method", "-"), path, scope.get("http_version", "1.1"), shown)
             logged = True
 
         async def noting(message: Message) -> None:

@@ -36,7 +36,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from memframe.api.edge import bad_request, log_access
+from memframe.api.edge import TIMED_OUT, bad_request, log_access
 
 DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
@@ -128,10 +128,11 @@ class EdgeProtocol(H11Protocol):
             message = f"The request did not arrive within {self.read_timeout:g} seconds; the connection is closed."
             self.transport.write(_raw_json(408, {"error": "request_timeout", "message": message}))
         if reading_body and cycle is not None:
-            cycle.disconnected = True  # the route reading the body gets http.disconnect, its answer goes nowhere
+            # The route reading the body gets http.disconnect and its answer goes nowhere;
+            # the access log writes this request's line, with 408 rather than that answer's status.
+            cycle.scope[TIMED_OUT] = True  # type: ignore[literal-required]
+            cycle.disconnected = True
             cycle.message_event.set()
-            scope = cycle.scope
-            log_access(self.client, scope["method"], "-", scope["http_version"], 408)
         else:
             log_access(self.client, "-", "-", "1.1", 408)
         self.transport.close()

@@ -132,7 +132,8 @@ def test_a_client_trickling_its_request_head_is_dropped(edge: Edge) -> None:
     assert_one_shape(payload, "request_timeout")
 
 
-def test_an_upload_that_declares_a_megabyte_and_stalls_is_dropped(edge: Edge) -> None:
+def test_an_upload_that_declares_a_megabyte_and_stalls_is_dropped(edge: Edge, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
     sock = edge.connect()
     try:
         head = (
@@ -148,6 +149,13 @@ def test_an_upload_that_declares_a_megabyte_and_stalls_is_dropped(edge: Edge) ->
     assert status == 408 and headers["connection"] == "close"
     assert_one_shape(payload, "request_timeout")
     assert edge.service.list_files("alice", "ws") == [], "the stalled upload wrote something"
+    # One access line, saying 408; the route that was reading the body fails quietly, not as an internal error.
+    deadline = time.monotonic() + PATIENCE
+    while not any(r.name == "memframe.access" for r in caplog.records) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines = [r.getMessage() for r in caplog.records if r.name == "memframe.access"]
+    assert lines == [lines[0]] and lines[0].endswith('"PUT /api/v1/workspaces/ws/files/notes/a.md HTTP/1.1" 408')
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
 
 
 def test_a_silent_connection_is_dropped_and_a_prompt_one_is_served(edge: Edge) -> None:
@@ -338,3 +346,12 @@ def test_an_unparsable_body_answers_in_the_error_shape(edge: Edge) -> None:
             )
             assert response.status_code == 422, response.text
             assert response.json()["error"] == "invalid_input" and response.json()["message"]
+
+
+@pytest.mark.parametrize("option", [["--read-timeout", "0"], ["--read-timeout", "soon"], ["--max-connections", "0"]])
+def test_serve_refuses_a_limit_that_is_not_above_zero(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from memframe.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--db", "x.db", *option])
+    assert exited.value.code == 2 and option[0] in capsys.readouterr().err
