@@ -4,7 +4,7 @@ Both are ASGI middleware, so every route gets them without naming them:
 
 * `HeaderGuard` refuses (400) a request that sends a header the routes read once
   (`Authorization`, `Idempotency-Key`, `X-Base-Version`, `X-Memory-Clear`,
-  `X-Key-Session`) more than once, where "first wins" would let a proxy and the
+  `X-Key-Session`, `X-Memory-State`, `X-Revive`) more than once, where "first wins" would let a proxy and the
   server disagree about which value counts; and one that sends both
   Content-Length and Transfer-Encoding, which h11 accepts (chunked wins) but a
   proxy in front may read the other way.
@@ -31,8 +31,16 @@ from memframe.core.errors import InvalidInput
 
 access_logger = logging.getLogger("memframe.access")
 
-#: The headers a route reads as one value.
-SINGLE_HEADERS = (b"authorization", b"idempotency-key", b"x-base-version", b"x-memory-clear", b"x-key-session")
+#: The headers a route reads as one value (every one our routes declare, and the bearer token).
+SINGLE_HEADERS = (
+    b"authorization",
+    b"idempotency-key",
+    b"x-base-version",
+    b"x-memory-clear",
+    b"x-key-session",
+    b"x-memory-state",
+    b"x-revive",
+)
 
 #: Path parameters an access line shows as they are; every other one is shown as `{name}`.
 SHOWN_PARAMETERS = frozenset({"workspace_id", "path", "version"})

@@ -223,7 +223,16 @@ def test_content_length_with_chunked_encoding_is_refused(edge: Edge) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["Authorization", "Idempotency-Key", "X-Base-Version", "X-Memory-Clear", "X-Key-Session"]
+    "name",
+    [
+        "Authorization",
+        "Idempotency-Key",
+        "X-Base-Version",
+        "X-Memory-Clear",
+        "X-Key-Session",
+        "X-Memory-State",
+        "X-Revive",
+    ],
 )
 def test_a_doubled_single_valued_header_is_refused(edge: Edge, name: str) -> None:
     blob = base64.b64encode(b"x" * 40).decode()
