@@ -86,9 +86,6 @@ class HeaderGuard:
         await self.app(scope, receive, send)
 
 
-_QUERY_NAMES: dict[int, frozenset[str]] = {}
-
-
 def _query_names(dependant: Any) -> Iterator[str]:
     """The query parameters a route and its dependencies declare."""
     for param in dependant.query_params:
@@ -106,13 +103,11 @@ async def known_query(request: Request) -> None:
     dependant = getattr(route, "dependant", None)
     if dependant is None:
         return
-    names = _QUERY_NAMES.get(id(route))
-    if names is None:
-        names = frozenset(_query_names(dependant))
-        _QUERY_NAMES[id(route)] = names
+    names = frozenset(_query_names(dependant))  # a walk over a handful of nodes: cheaper than a cache to get right
     unknown = sorted({name for name in request.query_params if name not in names})
     if unknown:
-        shown = printable(unknown[0][:40])
+        # Named when it looks like a misspelt parameter; anything longer may be a token sent by mistake.
+        shown = unknown[0] if re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,19}", unknown[0]) else "(unnamed)"
         raise InvalidInput(
             f"query {shown}: not a parameter of this route",
             errors=[{"where": f"query {shown}", "problem": "not a parameter of this route"}],

@@ -336,6 +336,9 @@ def test_an_unknown_query_parameter_is_refused(edge: Edge) -> None:
         assert client.get(history, params={"limit": 5}).status_code != 422
         response = client.get(history, params={"limt": 5})
     assert response.status_code == 422 and response.json()["message"] == "query limt: not a parameter of this route"
+    with httpx.Client(base_url=edge.url(""), headers={"Authorization": f"Bearer {edge.token}"}) as client:
+        response = client.get(history, params={edge.token: ""})
+    assert response.status_code == 422 and edge.token not in response.text
 
 
 def test_the_schema_says_request_models_are_closed_and_typed(edge: Edge) -> None:
