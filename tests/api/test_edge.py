@@ -171,6 +171,22 @@ def test_a_silent_connection_is_dropped_and_a_prompt_one_is_served(edge: Edge) -
             time.sleep(READ_TIMEOUT / 2)
 
 
+def test_the_second_request_on_a_kept_alive_connection_has_its_own_deadline(edge: Edge) -> None:
+    sock = edge.connect()
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = b""
+        while b"\r\n\r\n" not in first or not first.rstrip().endswith(b"}"):
+            first += sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # the next head starts, and never ends
+        status, _, payload = answer(read_until_closed(sock))
+    finally:
+        sock.close()
+    assert status == 408
+    assert_one_shape(payload, "request_timeout")
+
+
 def test_connections_beyond_the_limit_are_refused_at_once(edge: Edge) -> None:
     held = [edge.connect() for _ in range(MAX_CONNECTIONS)]
     try:
