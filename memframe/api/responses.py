@@ -17,11 +17,13 @@ _DESCRIBED = {
     408: "The request's headers or body did not arrive within the server's read timeout.",
     422: "Malformed input: bad base64, a negative version, an unknown mode, a bad path, "
     'a value of the wrong type (no coercion: `"1"` is not a number), an unknown field.',
+    431: "The request head (request line and headers) grew past 16 KiB before it was complete.",
+    501: "A transfer coding other than chunked.",
     503: "The server is at its connection limit, or a service it needs is unavailable; try again.",
 }
 
 #: What the HTTP edge (`memframe.api.edge`, `memframe.api.server`) can answer on any route.
-EDGE_STATUSES = (400, 408, 503)
+EDGE_STATUSES = (400, 408, 431, 501, 503)
 
 
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

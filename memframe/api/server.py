@@ -17,11 +17,9 @@ request head has arrived, so it does not bound connections that never finish one
 * a connection bound: a connection beyond `max_connections` gets a 503 in the one
   error shape and is closed at once, before anything is read from it;
 * uvicorn's own `400 Invalid HTTP request received.` (plain text) is sent in the
-  one JSON shape instead.
-
-What uvicorn does not let us change: h11's finer status hints (431 for an
-oversized head, 501 for an unknown transfer coding) reach this class only as
-"invalid request", so they are all one 400.
+  one JSON shape instead, with the status h11 meant: 431 for a head still
+  incomplete past 16 KiB, 501 for a transfer coding other than chunked, 400
+  for the rest.
 """
 
 from __future__ import annotations
@@ -40,6 +38,14 @@ from memframe.api.edge import TIMED_OUT, bad_request, log_access
 
 DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
+
+
+#: What h11 refuses, by the status it hints at; the text says what to fix.
+REFUSALS = {
+    400: "Invalid HTTP request received.",
+    431: "The request head grew past the server's limit of 16 KiB before it was complete.",
+    501: "Only Transfer-Encoding: chunked is supported.",
+}
 
 
 def _raw_json(status: int, payload: dict[str, str]) -> bytes:
@@ -67,6 +73,19 @@ class EdgeProtocol(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._read_deadline: asyncio.TimerHandle | None = None
+        # uvicorn catches h11's refusal and calls send_400_response with a fixed text; the status
+        # h11 meant (431 for an oversized head, 501 for an unknown transfer coding) is kept here.
+        self._refusal_status = 400
+        next_event = self.conn.next_event
+
+        def noting_refusals() -> Any:
+            try:
+                return next_event()
+            except h11.RemoteProtocolError as exc:
+                self._refusal_status = exc.error_status_hint
+                raise
+
+        self.conn.next_event = noting_refusals  # type: ignore[method-assign]
 
     # --- the connection bound ---------------------------------------------------------------
 
@@ -141,9 +160,10 @@ class EdgeProtocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         self._disarm()
-        self.transport.write(_raw_json(400, bad_request(msg)))
+        status = self._refusal_status if self._refusal_status in REFUSALS else 400
+        self.transport.write(_raw_json(status, bad_request(REFUSALS[status])))
         self.transport.close()
-        log_access(self.client, "-", "-", "1.1", 400)
+        log_access(self.client, "-", "-", "1.1", status)
 
 
 def edge_protocol(read_timeout: float, max_connections: int | None) -> type[EdgeProtocol]:

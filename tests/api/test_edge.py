@@ -221,6 +221,20 @@ def test_an_invalid_http_request_answers_in_the_error_shape(edge: Edge) -> None:
     assert_one_shape(payload, "bad_request")
 
 
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        # A head still incomplete past h11's 16 KiB (one that arrives whole in one read is parsed).
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 20_000, 431),
+        (b"PUT /api/v1/workspaces/ws/ai HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+    ],
+)
+def test_h11_refusals_keep_their_status_and_the_error_shape(edge: Edge, head: bytes, status: int) -> None:
+    answered, headers, payload = raw_request(edge, head)
+    assert answered == status and headers["content-type"] == "application/json"
+    assert_one_shape(payload, "bad_request")
+
+
 def test_content_length_with_chunked_encoding_is_refused(edge: Edge) -> None:
     body = b'{"enabled": true}'
     request = (
