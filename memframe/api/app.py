@@ -7,11 +7,13 @@ concerns (the Assistant, automation) add their own module and one line here.
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from memframe import __version__
 from memframe.api import assistant, automation, files, policy, workspaces
+from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
+from memframe.api.responses import EDGE_STATUSES, error_responses
 from memframe.assistant.automation import InProcessAutomation
 from memframe.assistant.ingress import AssistantEndpoint
 from memframe.assistant.models import ModelClient, ScriptedModel
@@ -36,13 +38,19 @@ def create_app(
         description='Errors are always `{"error": CODE, "message": …}` with the status that fits. '
         "The server stores and returns ciphertext only; keys and plaintext stay with people.",
         redoc_url=None,
+        # Any route can be refused at the edge (a doubled header, a stalled upload, too many connections).
+        responses=error_responses(*EDGE_STATUSES),
+        dependencies=[Depends(known_query)],
     )
     app.state.service = service
     app.state.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
     for router in ROUTERS:
         app.include_router(router)
     install_error_handlers(app)
-    # The last added is the outermost: the guard sees every failure, including the limit's.
+    # The last added is the outermost: the guard sees every failure, including the limit's,
+    # and the access log sees every answer, including the guard's.
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(HeaderGuard)
     app.add_middleware(InternalErrorGuard)
+    app.add_middleware(AccessLog, templates=lambda: app.openapi()["paths"])
     return app

@@ -95,7 +95,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
 
 
-async def _send_json(send: Send, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+async def send_json(send: Send, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
     body = json.dumps(payload).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
@@ -125,7 +125,7 @@ class BodyLimit:
         if declared is not None and declared > self.limit:
             too_large = TooLarge(f"The request body is over the server's limit of {self.limit} bytes.")
             # Connection: close, since the unread body cannot be skipped on a kept-alive connection.
-            await _send_json(send, 413, too_large.to_payload(), {"connection": "close"})
+            await send_json(send, 413, too_large.to_payload(), {"connection": "close"})
             return
         received = 0
 
@@ -186,4 +186,4 @@ class InternalErrorGuard:
                 logger.exception("internal error answering %s %s", *where)
             if started:
                 raise
-            await _send_json(send, 500, INTERNAL_PAYLOAD, {})
+            await send_json(send, 500, INTERNAL_PAYLOAD, {})

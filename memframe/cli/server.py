@@ -18,7 +18,7 @@ import ipaddress
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -144,19 +144,19 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     import uvicorn
 
     from memframe.api import create_app
+    from memframe.api.server import access_log_to_stdout, uvicorn_config
 
     host, port = sock.getsockname()[:2]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
-    config = uvicorn.Config(
+    access_log_to_stdout()  # method, redacted path and status only: bodies and queries are never logged
+    config = uvicorn_config(
         create_app(service, model=model_client(args)),
-        lifespan="off",
         log_level=args.log_level,
-        access_log=True,  # method, path and status only: bodies are never logged
-        server_header=False,
-        timeout_graceful_shutdown=10,
+        read_timeout=args.read_timeout,
+        max_connections=args.max_connections,
     )
     server = uvicorn.Server(config)
     # Our handlers go in before the "serving" line: whoever reads it may signal at once.
@@ -326,6 +326,20 @@ def register(subparsers: Any, settings: Settings) -> None:
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_options(serve, settings, purpose="the Assistant's")
+    serve.add_argument(
+        "--read-timeout",
+        type=_positive(float),
+        default=30.0,
+        metavar="SECONDS",
+        help="drop a client whose request headers or body take longer than this (default: 30)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_positive(int),
+        default=512,
+        metavar="N",
+        help="answer 503 and close connections beyond this many open at once (default: 512)",
+    )
     serve.set_defaults(handler=cmd_serve)
 
     admin = subparsers.add_parser(
@@ -384,3 +398,16 @@ def _port(value: str) -> int:
     if not 0 <= number <= 65535:
         raise argparse.ArgumentTypeError("a port is 0 to 65535")
     return number
+
+
+def _positive(kind: type[float] | type[int]) -> Callable[[str], float | int]:
+    def parse(value: str) -> float | int:
+        try:
+            number = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"{value!r} is not above zero")
+        return number
+
+    return parse

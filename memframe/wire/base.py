@@ -66,9 +66,14 @@ class WireOut(BaseModel):
 class WireIn(BaseModel):
     """A request: camelCase names only; an unknown field is an error, not ignored,
     so a client that sends something the server must never receive (a plaintext, a key)
-    is told so instead of having it silently dropped."""
+    is told so instead of having it silently dropped.
 
-    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+    Strict: a value is taken only in the type the schema names. `"yes"`, `"on"` or `1`
+    is not a boolean and `"1"` is not a number; a client that sends them has a bug
+    the server should name, not guess past.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid", strict=True)
 
 
 class ErrorOut(BaseModel):

@@ -107,5 +107,7 @@ class PutFileIn(WireIn):
 class PolicyIn(WireIn):
     """Compare-and-set of the mode: a stale `expectedRevision` is a 409 that changes nothing."""
 
-    mode: Mode
+    # FastAPI validates the decoded JSON as Python data, where a strict enum wants a `Mode`
+    # instance; the value is still one of the schema's strings, and nothing else.
+    mode: Mode = Field(strict=False)
     expected_revision: int = Field(ge=0, le=MAX_NUMBER)

@@ -437,7 +437,11 @@ def fuzz_operation(
     statuses: dict[int, int],
 ) -> None:
     """Run one operation's schema-generated cases; collect failed checks instead of stopping."""
+    from schemathesis import GenerationMode
+
     name = f"{operation.method.upper()} {operation.path}"
+    # Valid cases reach the routes' logic; invalid ones (the schema forbids them) must be refused.
+    cases = st.one_of(operation.as_strategy(mode) for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE))
 
     # Derandomized at CI size, so a pass or a failure is the same on every run; soak explores afresh.
     @settings(
@@ -447,7 +451,7 @@ def fuzz_operation(
         derandomize=not SOAK,
         suppress_health_check=list(HealthCheck),
     )
-    @given(case=operation.as_strategy(), use_real=st.booleans())
+    @given(case=cases, use_real=st.booleans())
     def call(case: Any, use_real: bool) -> None:
         if use_real and case.path_parameters:
             for param in case.path_parameters:
@@ -473,6 +477,7 @@ def test_every_route_survives_schemathesis(fast_tmp: Path) -> None:
     schemathesis = pytest.importorskip("schemathesis")
     from schemathesis.checks import (
         content_type_conformance,
+        negative_data_rejection,
         not_a_server_error,
         response_headers_conformance,
         response_schema_conformance,
@@ -483,6 +488,7 @@ def test_every_route_survives_schemathesis(fast_tmp: Path) -> None:
 
     checks = [
         not_a_server_error,
+        negative_data_rejection,  # what the schema forbids (a string for a boolean, say) is refused
         status_code_conformance,
         content_type_conformance,
         response_headers_conformance,

@@ -19,11 +19,16 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
+import signal
+import subprocess
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from memframe import crypto, paths
@@ -294,3 +299,49 @@ def test_a_session_over_http_leaks_nothing(caplog: pytest.LogCaptureFixture, fas
     ]
     assert not found, "\n".join(found[:20])
     assert len(s.errors) >= 9
+
+
+@pytest.mark.server
+def test_a_served_access_log_shows_no_query_strings_and_no_key_session_ids(fast_tmp: Path) -> None:
+    """`memframe serve`'s own output, captured whole: a token tried as `?token=` and a key session id
+    in a revoke URL appear nowhere, while each request still has its line."""
+    db = fast_tmp / "served.db"
+    service = MemoryService(db)
+    try:
+        service.accounts.add_user("alice")
+        service.accounts.create_workspace("ws", "alice")
+        token = service.accounts.create_token("alice")[1]
+    finally:
+        service.close()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memframe", "serve", "--db", str(db), "--port", "0", "--read-timeout", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert process.stdout is not None
+        found = re.search(r"at (http://127\.0\.0\.1:\d+) ", process.stdout.readline())
+        assert found, "serve did not start"
+        auth = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=found.group(1), timeout=20) as client:
+            assert client.get("/api/v1/workspaces/ws/ai", params={"token": token}).status_code == 422
+            assert client.get("/healthz", params={"token": token}).status_code == 422
+            key = base64.b64encode(crypto.new_key()).decode()
+            opened = client.post("/api/v1/workspaces/ws/key-sessions", json={"key": key}, headers=auth)
+            assert opened.status_code == 200, opened.text
+            session = opened.json()["id"]
+            assert client.delete(f"/api/v1/automation/key-sessions/{session}", headers=auth).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=20)
+    log = out + err
+    assert process.returncode == 0, err
+    assert token not in log and session not in log and key not in log and "?" not in log
+    assert '"GET /api/v1/workspaces/ws/ai HTTP/1.1" 422' in out
+    assert '"POST /api/v1/workspaces/ws/key-sessions HTTP/1.1" 200' in out
+    assert '"DELETE /api/v1/automation/key-sessions/{session_id} HTTP/1.1" 200' in out
