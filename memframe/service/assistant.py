@@ -86,8 +86,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         with self.db.write() as conn:
             require_member(conn, user, info.workspace_id)
             conn.execute(
-                "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
-                " VALUES (?, ?, ?)",
+                "INSERT INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (session_id, info.workspace_id, self.db.clock()),
             )
         self.key_sessions.forget(session_id)

@@ -369,7 +369,7 @@ def test_each_migration_statement_fails_in_turn_and_a_later_open_completes(
         _assert_complete(path, pristine_schema)
     else:
         pytest.fail("the migration never completed")
-    assert failures > sum(len(db_module._statements(sql)) for _, _, sql in migrations())
+    assert failures > sum(len(db_module.statements(sql)) for _, _, sql in migrations())
     record_figures("fault-migration", variant=f"{error}-{after}", statements_failed=failures)
 
 
