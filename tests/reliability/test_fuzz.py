@@ -35,7 +35,7 @@ from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from tests.conftest import FakeClock
-from tests.reliability.support import is_postgres, SOAK, dump, raw, record_figures, sized
+from tests.reliability.support import SOAK, dump, is_postgres, raw, record_figures, sized
 
 pytestmark = pytest.mark.fuzz
 
