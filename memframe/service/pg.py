@@ -166,15 +166,15 @@ class PostgresDatabase(Database):
                 with self._connection() as raw:
                     conn = _PgConnection(raw)
                     try:
-                        raw.execute("BEGIN")
-                        raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                        conn.execute("BEGIN")
+                        conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
                         soon = self._take_soon(conn)  # type: ignore[arg-type]
                         yield conn
-                        raw.execute("COMMIT")
+                        conn.execute("COMMIT")
                     except BaseException:
                         if not raw.closed and conn.in_transaction:
                             with contextlib.suppress(psycopg.Error):
-                                raw.execute("ROLLBACK")
+                                conn.execute("ROLLBACK")
                         self._give_back_soon(soon)
                         raise
             except self._driver_errors as exc:
@@ -189,12 +189,13 @@ class PostgresDatabase(Database):
         """One consistent snapshot (REPEATABLE READ, READ ONLY): it never waits for a writer."""
         try:
             with self._connection() as raw:
-                raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn = _PgConnection(raw)
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 try:
-                    yield _PgConnection(raw)
+                    yield conn
                 finally:
-                    if not raw.closed and raw.info.transaction_status != pq.TransactionStatus.IDLE:
-                        raw.execute("ROLLBACK")  # a read-only snapshot: ending it is all COMMIT would do
+                    if not raw.closed and conn.in_transaction:
+                        conn.execute("ROLLBACK")  # a read-only snapshot: ending it is all COMMIT would do
         except self._driver_errors as exc:
             if not self._is_storage_error(exc):
                 raise
