@@ -32,6 +32,7 @@ the pool (which checks a connection before lending it) reconnects when it return
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -52,6 +53,10 @@ WRITE_LOCK = 0x6D656D6672616D65
 POOL_SIZE = 16
 #: How long a call waits for a connection before it is Unavailable (the server down).
 CONNECT_TIMEOUT = 5.0
+
+# The pool's own warnings (each failed attempt, several lines with the server's words) would reach a
+# person's terminal through logging's last resort; what they are told is the one Unavailable instead.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\?|(?<!:):([A-Za-z_][A-Za-z0-9_]*)|%")
 
@@ -134,7 +139,10 @@ class PostgresDatabase(Database):
             kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
             check=psycopg_pool.ConnectionPool.check_connection,
             timeout=connect_timeout,
-            reconnect_timeout=0,  # never give up on the server: keep trying until it returns
+            # A failed connection attempt is not retried in the background with a growing back-off: the
+            # next call that needs a connection tries afresh, so the pool is whole again the moment the
+            # server is (a call meanwhile waits `connect_timeout`, then is Unavailable).
+            reconnect_timeout=0,
             open=False,
             name="memframe",
         )
