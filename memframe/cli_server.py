@@ -46,9 +46,8 @@ def _db_target(value: str) -> Path | str:
     """`--db`: a SQLite file (a path or sqlite:///path), or a PostgreSQL URL kept as it is."""
     if value.startswith(("postgresql://", "postgres://")):
         return value
-    if value.startswith("sqlite:///"):
-        value = value.removeprefix("sqlite://")
-        value = value[1:] if value.startswith("/./") else value
+    if value.startswith("sqlite:///"):  # sqlite:///relative/path, sqlite:////absolute/path
+        value = value.removeprefix("sqlite:///")
     return Path(value)
 
 

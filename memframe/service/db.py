@@ -55,12 +55,11 @@ def is_postgres_url(target: object) -> bool:
 
 
 def sqlite_path(target: str | Path) -> Path:
-    """The file a path or `sqlite:///path` names."""
-    if isinstance(target, str) and target.startswith("sqlite://"):
-        rest = target.removeprefix("sqlite://")
-        if not rest.startswith("/"):
-            raise InvalidInput("A SQLite URL is sqlite:///absolute/path or sqlite:///./relative/path.")
-        return Path(rest[1:] if rest.startswith("/./") else rest)
+    """The file a path or a SQLite URL names: `sqlite:///relative/path`, `sqlite:////absolute/path`."""
+    if isinstance(target, str) and target.startswith("sqlite:"):
+        if not target.startswith("sqlite:///") or target == "sqlite:///":
+            raise InvalidInput("A SQLite URL is sqlite:///relative/path or sqlite:////absolute/path.")
+        return Path(target.removeprefix("sqlite:///"))
     return Path(target)
 
 
@@ -469,17 +468,16 @@ def statements(sql: str, dialect: str = "sqlite") -> list[str]:
         if only is not None and only.group(1) != dialect:
             continue
         if dialect == "postgresql":
-            chunk = "\n".join(
-                line if line.lstrip().startswith("--") else _postgres_words(line) for line in chunk.splitlines()
-            )
+            chunk = "\n".join(_postgres_words(line) for line in chunk.splitlines())
         out.append(chunk.strip())
     return out
 
 
 def _postgres_words(line: str) -> str:
+    code, dashes, comment = line.partition("--")  # a trailing comment is left as written
     for pattern, replacement in _POSTGRES_WORDS:
-        line = pattern.sub(replacement, line)
-    return line
+        code = pattern.sub(replacement, code)
+    return code + dashes + comment
 
 
 def _only_comments(chunk: str) -> bool:
