@@ -52,7 +52,8 @@ def test_dialect_statements_go_to_their_engine_alone() -> None:
         "CREATE TABLE t (\n    id INTEGER PRIMARY KEY,\n    at REAL NOT NULL, -- REAL stays in comments\n"
         "    b BLOB\n) WITHOUT ROWID;\n\n"
         "-- only sqlite\nCREATE TRIGGER x AFTER INSERT ON t BEGIN SELECT 1; END;\n\n"
-        "-- a function first\n-- only postgresql\nCREATE FUNCTION f() RETURNS trigger AS $$ BEGIN RETURN NULL; END $$;\n"
+        "-- a function first\n-- only postgresql\n"
+        "CREATE FUNCTION f() RETURNS trigger AS $$ BEGIN RETURN NULL; END $$;\n"
     )
     lite, pg = statements(sql, "sqlite"), statements(sql, "postgresql")
     assert len(lite) == 2 and "TRIGGER" in lite[1] and "REAL NOT NULL" in lite[0] and "WITHOUT ROWID" in lite[0]

@@ -755,3 +755,83 @@ def test_the_checker_holds_revocations_to_their_durable_row() -> None:
     assert (
         linearize([to_auto, admitted, _op(0, "revoke", ("ks",), ("ok",), 5, 6), early], State(), memframe_step) is None
     )
+
+
+# --- several processes on one PostgreSQL ---------------------------------------------------------
+
+CROSS_PROCESS_SECONDS = sized(4, 60)
+
+
+def test_captures_and_mode_flips_in_separate_processes_stay_linearizable_on_postgresql(
+    postgres_server: PostgresServer,
+) -> None:
+    """Three processes on one PostgreSQL database: one captures, one flips the mode (each flip retires
+    the turns admitted before it), one reads the policy and the memory from one snapshot at a time.
+
+    A capture admitted under policy revision R committed only if its fence saw revision R at its
+    batch's linearisation point; so any reader that has seen a revision above R must also see that
+    capture's version. A fence judging an older snapshot than its commit (what READ COMMITTED does
+    without the write lock) lets a reader see the flip without the capture that then lands.
+    """
+    import multiprocessing
+
+    from tests.reliability import pg_workers
+
+    url = postgres_server.fresh_url()
+    key = crypto.new_key()
+    try:
+        setup = MemoryService(url)
+        setup.accounts.add_user(LOCAL_USER)
+        setup.accounts.create_workspace("ws", LOCAL_USER)
+        person = LocalBackend(setup, "ws", key)
+        person.save("# Memory\n", 0)
+        person.set_ai(True)
+        person.set_policy(Mode.AUTO, 0)
+        ctx = multiprocessing.get_context("spawn")
+        pipes, procs = [], []
+        for target, args in (
+            (pg_workers.capturer, (url, key, CROSS_PROCESS_SECONDS, "first")),
+            (pg_workers.capturer, (url, key, CROSS_PROCESS_SECONDS, "second")),
+            (pg_workers.flipper, (url, key, CROSS_PROCESS_SECONDS, 7)),
+            (pg_workers.reader, (url, CROSS_PROCESS_SECONDS)),
+        ):
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=target, args=(*args, send), daemon=True)
+            proc.start()
+            send.close()
+            pipes.append(receive)
+            procs.append(proc)
+        results = []
+        for receive in pipes:
+            assert receive.poll(CROSS_PROCESS_SECONDS + 120), "a worker process never reported"
+            results.append(receive.recv())
+        for proc in procs:
+            proc.join(30)
+            assert proc.exitcode == 0
+        (c1, r1, why1), (c2, r2, why2), flips, seen = results
+        with raw(url) as conn:
+            assert not store_problems(conn)
+            captures = conn.execute(
+                "SELECT f.version, a.policy_revision FROM workspace_memory_commit_fence AS f"
+                " JOIN workspace_memory_admissions AS a ON a.id = f.admission_id"
+            ).fetchall()
+        setup.close()
+        assert len(captures) == c1 + c2 and c1 + c2 > 0 and r1 + r2 > 0 and flips > 0, (c1, c2, r1, r2, flips)
+        violations = [
+            (version, admitted_at, revision, saw)
+            for version, admitted_at in captures
+            for revision, saw in seen
+            if revision > admitted_at and saw < version
+        ]
+        assert not violations, f"a reader saw a mode flip without the capture ordered before it: {violations[:5]}"
+        record_figures(
+            "race-cross-process-postgresql",
+            committed=c1 + c2,
+            fenced=r1 + r2,
+            flips=flips,
+            snapshots=len(seen),
+            refusals=dict(Counter(why1) + Counter(why2)),
+            violations=0,
+        )
+    finally:
+        postgres_server.drop(url)
