@@ -33,7 +33,7 @@ def capturer(url: str, key: bytes, seconds: float, conversation: str, out: Conne
     while time.monotonic() < deadline:
         turn += 1
         adm = a.admit(
-            LOCAL_USER, WORKSPACE, "conv", idempotency_key=f"t{turn}", key_session_id=session, memory_state=None
+            LOCAL_USER, WORKSPACE, conversation, idempotency_key=f"t{turn}", key_session_id=session, memory_state=None
         )
         try:
             a.commit_capture(
