@@ -119,9 +119,10 @@ class CaptureMixin(AssistantBase):
                 raise _FenceDidNotHold("admission already consumed")
             return info
 
+        refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             info = self.db.write_together(batch)
-        except (_FenceDidNotHold, *self.db.integrity_errors):
+        except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
             raise FenceRefused(

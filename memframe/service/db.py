@@ -120,15 +120,17 @@ class Database:
         return super().__new__(cls)
 
     def __init__(self, path: str | Path, *, clock: Clock = time.time) -> None:
-        self.path: Path | None = sqlite_path(path)
+        self._file = sqlite_path(path)
+        #: The SQLite file (None on PostgreSQL, whose `url` says where it is).
+        self.path: Path | None = self._file
         self.url = str(path)
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file.parent.mkdir(parents=True, exist_ok=True)
         self._init_state()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         try:
-            self._writer = _connect(self.path, "journal_mode = WAL")
+            self._writer = _connect(self._file, "journal_mode = WAL")
         except sqlite3.DatabaseError as exc:
             raise Unavailable(f"Cannot open the database {self.path}: {exc}.") from exc
         try:
@@ -405,7 +407,7 @@ class Database:
         """This thread's reader, opened on first use (a failed open is not kept)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path, "query_only = ON")
+            conn = _connect(self._file, "query_only = ON")
             self._local.conn = conn
             with self._lock:
                 self._readers.append(conn)
