@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test e2e check lint format bench soak screenshots clean
+.PHONY: run test e2e check lint format bench soak screenshots clean postgres
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,22 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/memframe
 
-test: $(STAMP)
+# The PostgreSQL engine's tests start a server of their own from Debian's `postgresql` package
+# (initdb, pg_ctl); it is installed here when it is missing and we can (root, apt-get). Without it
+# those tests are skipped with a loud reason, or fail under CI=true.
+postgres:
+	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing Debian's postgresql package for the PostgreSQL engine's tests"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y -q postgresql >/dev/null \
+				|| { apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; }; \
+		else \
+			echo "make: NO POSTGRESQL (initdb) and no way to install it here: its tests will be skipped" >&2; \
+		fi; \
+	fi
+
+test: $(STAMP) postgres
 	$(BIN)/python -m pytest -q
 
 # The Assistant against a real model: builds llama-cpp-python's server and Gemma 3 270M into a cached
@@ -34,7 +49,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check memframe tests bench
 	$(BIN)/ruff format --check memframe tests bench
 
-check: lint
+check: lint postgres
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 

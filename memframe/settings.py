@@ -12,7 +12,7 @@ then the built-in default. The environment variables:
 | `MEMFRAME_URL`, `MEMFRAME_TOKEN` | a memframe server and its bearer token |
 | `MEMFRAME_PASSPHRASE` | the passphrase of a wrapped key file |
 | `MEMFRAME_EXPORT_PASSPHRASE` | the passphrase for `memframe key export` / `import` |
-| `MEMFRAME_DB` | the server's database for `memframe serve` / `admin` |
+| `MEMFRAME_DB` | the server's database for `memframe serve` / `admin`: a SQLite file or a `postgresql://` URL |
 | `MEMFRAME_MODEL_KEY` | the API key sent to an OpenAI-compatible model server |
 
 The config file keeps what a person would keep (TOML; every key optional)::
@@ -100,7 +100,7 @@ class Settings:
     token: str | None
     passphrase: str | None
     export_passphrase: str | None
-    db: Path | None
+    db: str | None
     model_url: str | None
     model_name: str
     model_key: str | None
@@ -171,7 +171,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         token=env.get("MEMFRAME_TOKEN") or None,
         passphrase=env.get("MEMFRAME_PASSPHRASE") or None,
         export_passphrase=env.get("MEMFRAME_EXPORT_PASSPHRASE") or None,
-        db=Path(db) if db else None,
+        db=db or None,
         model_url=model.get("url"),
         model_name=model.get("name", DEFAULT_MODEL_NAME),
         model_key=env.get("MEMFRAME_MODEL_KEY") or None,

@@ -1,11 +1,15 @@
-"""Shared fixtures: an isolated memframe home, a service, and a `world` per backend kind.
+"""Shared fixtures: an isolated memframe home, a service, and a `world` per backend kind and engine.
 
-Contract tests take `world` and run once per backend kind in BACKEND_KINDS;
-any behaviour difference between backends is a bug.
+Contract tests take `world` and run once per backend kind in BACKEND_MAKERS and
+per storage engine in ENGINES (SQLite, and a real PostgreSQL that the session
+starts itself, see tests/pg_server.py); any behaviour difference between backends
+or engines is a bug. Where no PostgreSQL can be found its variants are skipped with
+a loud reason; under CI=true they fail instead.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -18,6 +22,14 @@ from memframe import crypto
 from memframe.backend.sealed import SealedBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+from tests.pg_server import PostgresServer, find_bin
+
+#: The storage engines every contract and reliability test runs over.
+ENGINES = ("sqlite", "postgresql")
+NO_POSTGRES = (
+    "NO POSTGRESQL ON THIS MACHINE: the PostgreSQL variants of the contract and reliability suites "
+    "did NOT run (install Debian's `postgresql` package; `make test` does when it runs as root)"
+)
 
 
 def modules_loaded(statements: str, prefixes: Iterable[str]) -> list[str]:
@@ -57,6 +69,51 @@ def memframe_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL for the whole session (initdb + pg_ctl in a temp dir), stopped at the end."""
+    bindir = find_bin()
+    if bindir is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(NO_POSTGRES + "; CI must run them.")
+        pytest.skip(NO_POSTGRES)
+    server = PostgresServer(bindir).start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def database_for(engine: str, request: pytest.FixtureRequest, directory: Path, name: str = "service.db") -> str:
+    """Where a test's database lives on `engine`: a file in `directory`, or a fresh PostgreSQL schema
+    (dropped when the test ends)."""
+    if engine == "sqlite":
+        return str(directory / name)
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.fresh_url()
+    request.addfinalizer(lambda: server.drop(url))
+    return url
+
+
+@pytest.fixture
+def database_url(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database on the test's engine."""
+    return database_for(engine, request, tmp_path)
+
+
+@pytest.fixture
+def engine_service(database_url: str, clock: FakeClock) -> Iterator[MemoryService]:
+    """`service` on each engine in turn."""
+    svc = MemoryService(database_url, clock=clock)
+    svc.accounts.add_user(LOCAL_USER)
+    svc.accounts.create_workspace("ws", LOCAL_USER)
+    yield svc
+    svc.close()
 
 
 @pytest.fixture
@@ -110,7 +167,8 @@ BACKEND_MAKERS.update(REMOTE_MAKERS)
 
 
 @pytest.fixture(params=sorted(BACKEND_MAKERS))
-def world(request: pytest.FixtureRequest, service: MemoryService) -> Iterator[World]:
+def world(request: pytest.FixtureRequest, engine_service: MemoryService) -> Iterator[World]:
+    service = engine_service
     w = World(
         kind=request.param,
         service=service,

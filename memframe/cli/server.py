@@ -41,15 +41,33 @@ def _err(line: str) -> None:
 # --- the database ------------------------------------------------------------------------
 
 
+def _db_target(value: str) -> Path | str:
+    """`--db`: a SQLite file (a path or sqlite:///path), or a PostgreSQL URL kept as it is."""
+    if value.startswith(("postgresql://", "postgres://")):
+        return value
+    if value.startswith("sqlite:///"):  # sqlite:///relative/path, sqlite:////absolute/path
+        value = value.removeprefix("sqlite:///")
+    return Path(value)
+
+
+def _shown(target: Path | str) -> str:
+    """The database as the serving line shows it: a PostgreSQL URL without its password."""
+    if isinstance(target, Path):
+        return str(target)
+    from memframe.service.pg import safe_location
+
+    return safe_location(target)
+
+
 def _db_parent(settings: Settings) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--db",
-        type=Path,
-        default=settings.db,
+        type=_db_target,
+        default=None if settings.db is None else _db_target(settings.db),
         required=settings.db is None,
-        metavar="PATH",
-        help="the server's SQLite database (default: $MEMFRAME_DB)",
+        metavar="PATH|URL",
+        help="the server's SQLite file, or postgresql://… for a PostgreSQL server (default: $MEMFRAME_DB)",
     )
     return parent
 
@@ -61,8 +79,8 @@ def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[Memo
     from memframe.core.errors import NotFound
     from memframe.service import MemoryService
 
-    path: Path = args.db
-    if not create and not path.exists():
+    path: Path | str = args.db
+    if isinstance(path, Path) and not create and not path.exists():
         raise NotFound(f"There is no database at {path}; start one with 'memframe admin user add NAME --db {path}'.")
     service = MemoryService(path)
     try:
@@ -164,7 +182,7 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         state = "new database" if fresh else "database"
-        print(f"memframe serving {state} {args.db} at {url} (Ctrl+C or SIGTERM stops it)", flush=True)
+        print(f"memframe serving {state} {_shown(args.db)} at {url} (Ctrl+C or SIGTERM stops it)", flush=True)
         if not service.accounts.users():
             _err("no users yet: add one with 'memframe admin user add NAME --db …' (works while serving).")
         if not _is_loopback(str(host)):
@@ -181,7 +199,7 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; refuses a database written by a newer memframe."""
-    fresh = not args.db.exists()
+    fresh = isinstance(args.db, Path) and not args.db.exists()
     with _service(args, create=True) as service:  # a newer schema is refused here, before binding
         sock = _listen(args.host, args.port)
         try:

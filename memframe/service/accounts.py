@@ -80,11 +80,11 @@ class Accounts:
     def add_user(self, user_id: str, *, exist_ok: bool = False) -> str:
         check_user_id(user_id)
         with self.db.write() as conn:
-            try:
-                conn.execute("INSERT INTO users (id, created_at) VALUES (?, ?)", (user_id, self.db.clock()))
-            except sqlite3.IntegrityError:
-                if not exist_ok:
-                    raise InvalidInput(f"The user {user_id!r} already exists.") from None
+            added = conn.execute(
+                "INSERT INTO users (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING", (user_id, self.db.clock())
+            ).rowcount
+            if not added and not exist_ok:
+                raise InvalidInput(f"The user {user_id!r} already exists.")
         return user_id
 
     def users(self) -> list[str]:
@@ -161,13 +161,12 @@ class Accounts:
         now = self.db.clock()
         with self.db.write() as conn:
             self._require_user(conn, owner)
-            try:
-                conn.execute(
-                    "INSERT INTO workspaces (id, owner_id, created_at) VALUES (?, ?, ?)",
-                    (workspace_id, owner, now),
-                )
-            except sqlite3.IntegrityError:
-                raise InvalidInput(f"The workspace {workspace_id!r} already exists.") from None
+            added = conn.execute(
+                "INSERT INTO workspaces (id, owner_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (workspace_id, owner, now),
+            ).rowcount
+            if not added:
+                raise InvalidInput(f"The workspace {workspace_id!r} already exists.")
             conn.execute(
                 "INSERT INTO memberships (workspace_id, user_id, created_at) VALUES (?, ?, ?)",
                 (workspace_id, owner, now),
@@ -180,7 +179,7 @@ class Accounts:
             if conn.execute("SELECT 1 FROM workspaces WHERE id = ?", (workspace_id,)).fetchone() is None:
                 raise NotFound(f"There is no workspace {workspace_id!r}.")
             conn.execute(
-                "INSERT OR IGNORE INTO memberships (workspace_id, user_id, created_at) VALUES (?, ?, ?)",
+                "INSERT INTO memberships (workspace_id, user_id, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (workspace_id, user_id, self.db.clock()),
             )
 

@@ -124,8 +124,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             if info.user_id != user:  # only its owner revokes it; to anyone else it does not exist
                 raise NotFound("No such key session (it may have expired already).")
             conn.execute(
-                "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
-                " VALUES (?, ?, ?)",
+                "INSERT INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (session_id, info.workspace_id, self.db.clock()),
             )
         self.key_sessions.forget(session_id)

@@ -38,6 +38,10 @@ _CAPTURE_ADMISSION = (
 )
 
 
+class _FenceDidNotHold(Exception):
+    """A capture's batch found its fence row or its admission not as the fence requires."""
+
+
 class CaptureMixin(AssistantBase):
     def commit_capture(
         self,
@@ -97,7 +101,7 @@ class CaptureMixin(AssistantBase):
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
-                raise sqlite3.IntegrityError("fence row missing")  # the CHECK (ok = 1) judged no row
+                raise _FenceDidNotHold("fence row missing")  # the CHECK judged no row
             info = files.insert_version(
                 conn,
                 workspace_id=workspace_id,
@@ -115,12 +119,13 @@ class CaptureMixin(AssistantBase):
                 (now, version, request_hash, admission.id),
             )
             if marked.rowcount != 1:
-                raise sqlite3.IntegrityError("admission already consumed")
+                raise _FenceDidNotHold("admission already consumed")
             return info
 
+        refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             info = self.db.write_together(batch)
-        except sqlite3.IntegrityError:
+        except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
             raise FenceRefused(

@@ -1,4 +1,9 @@
-"""The SQLite database: durable writes, one writer per process, numbered migrations.
+"""The database: durable writes, one writer per process, numbered migrations, two engines.
+
+The engine is chosen by what `Database(...)` is given: a path or `sqlite:///path` opens the
+embedded SQLite file (the default, described below); `postgresql://…` opens a PostgreSQL
+server through a psycopg connection pool (`memframe.service.pg`, which says how its batches
+serialise). Either way the service sees the same API and writes the same SQL.
 
 A contract "batch" is one SQLite transaction here: `write()` takes the
 process's write lock, then `BEGIN IMMEDIATE`, so a transaction never waits
@@ -26,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memframe.core.errors import SchemaTooNew, Unavailable
+from memframe.core.errors import InvalidInput, SchemaTooNew, Unavailable
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -41,26 +46,32 @@ _ROWS_PER_INSERT = 200
 #: A `write_soon` row: (table, columns, values).
 _SoonRow = tuple[str, tuple[str, ...], Sequence[Any]]
 _MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(target: object) -> bool:
+    """Whether `target` names a PostgreSQL server rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(_POSTGRES_SCHEMES)
+
+
+def sqlite_path(target: str | Path) -> Path:
+    """The file a path or a SQLite URL names: `sqlite:///relative/path`, `sqlite:////absolute/path`."""
+    if isinstance(target, str) and target.startswith("sqlite:"):
+        if not target.startswith("sqlite:///") or target == "sqlite:///":
+            raise InvalidInput("A SQLite URL is sqlite:///relative/path or sqlite:////absolute/path.")
+        return Path(target.removeprefix("sqlite:///"))
+    return Path(target)
 
 
 def migrations() -> list[tuple[int, str, str]]:
-    """The numbered migrations shipped with this memframe, in order."""
+    """The numbered migrations shipped with this memframe, in order (their neutral source text;
+    `statements(sql, dialect)` turns one into the statements an engine runs)."""
     found = []
     for entry in resources.files("memframe.service.migrations").iterdir():
         match = _MIGRATION_RE.match(entry.name)
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     return sorted(found)
-
-
-#: Errors that are not the storage failing: a constraint the caller judges (the fence's
-#: CHECK) or a programming mistake. Every other sqlite3.DatabaseError (I/O error, full
-#: disk, a lock held too long, a damaged file) is the storage failing.
-_NOT_STORAGE_ERRORS = (sqlite3.IntegrityError, sqlite3.ProgrammingError)
-
-
-def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
-    return not isinstance(exc, _NOT_STORAGE_ERRORS)
 
 
 def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
@@ -75,15 +86,55 @@ def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
 
 
 class Database:
-    """One SQLite file, opened once: a writer connection and a reader per thread."""
+    """One SQLite file, opened once: a writer connection and a reader per thread.
+
+    `Database("postgresql://…")` returns a `memframe.service.pg.PostgresDatabase` instead: the
+    same API over a PostgreSQL server.
+    """
+
+    #: Which statements of a migration this engine runs (see `memframe.service.migrations`).
+    dialect = "sqlite"
+    #: What a constraint refusing a write (the fence's CHECK, a UNIQUE) raises on this engine.
+    integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+    #: Every error of this engine's driver, and those among them that are not the storage failing:
+    #: a constraint the caller judges (the fence's CHECK) or a programming mistake.
+    _driver_errors: tuple[type[Exception], ...] = (sqlite3.DatabaseError,)
+    _not_storage_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError, sqlite3.ProgrammingError)
+    _SCHEMA_MIGRATIONS = (
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+
+    def __new__(cls, target: str | Path, **_: Any) -> Database:
+        if cls is Database and is_postgres_url(target):
+            from memframe.service.pg import PostgresDatabase
+
+            return super().__new__(PostgresDatabase)
+        return super().__new__(cls)
 
     def __init__(self, path: str | Path, *, clock: Clock = time.time) -> None:
-        self.path = Path(path)
+        self._file = sqlite_path(path)
+        #: The SQLite file (None on PostgreSQL, whose `url` says where it is).
+        self.path: Path | None = self._file
+        self.url = str(path)
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._file.parent.mkdir(parents=True, exist_ok=True)
+        self._init_state()
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
+        try:
+            self._writer = _connect(self._file, "journal_mode = WAL")
+        except sqlite3.DatabaseError as exc:
+            raise Unavailable(f"Cannot open the database {self.path}: {exc}.") from exc
+        try:
+            self._migrate()
+        except BaseException:
+            self._writer.close()  # a failed open leaves no connection behind
+            raise
+
+    def _init_state(self) -> None:
+        """What every engine keeps in this process: the write lock, the write_soon queue, the group."""
+        self._lock = threading.Lock()
         self._closed = False
         self._soon: list[_SoonRow] = []  # write_soon rows not yet committed
         self._soon_taken = False  # a batch holds write_soon rows it has not committed yet
@@ -94,15 +145,11 @@ class Database:
         self._together = threading.Lock()  # guards _queue and _leading (write_together)
         self._queue: list[_Ticket] = []
         self._leading = False
-        try:
-            self._writer = _connect(self.path, "journal_mode = WAL")
-        except sqlite3.DatabaseError as exc:
-            raise Unavailable(f"Cannot open the database {self.path}: {exc}.") from exc
-        try:
-            self._migrate()
-        except BaseException:
-            self._writer.close()  # a failed open leaves no connection behind
-            raise
+
+    def _is_storage_error(self, exc: BaseException) -> bool:
+        """A driver error that is the storage failing (I/O, a full disk, a lost server, a lock held
+        too long), as opposed to a constraint or a programming mistake."""
+        return isinstance(exc, self._driver_errors) and not isinstance(exc, self._not_storage_errors)
 
     # --- schema ------------------------------------------------------------------------
 
@@ -110,25 +157,26 @@ class Database:
         known = migrations()
         newest_known = known[-1][0] if known else 0
         with self.write() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-            )
+            conn.execute(self._SCHEMA_MIGRATIONS)
             applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
             if applied and max(applied) > newest_known:
                 raise SchemaTooNew(
-                    f"The database {self.path} was written by a newer memframe "
+                    f"The database {self.where()} was written by a newer memframe "
                     f"(schema {max(applied)}, this one knows {newest_known}); upgrade memframe."
                 )
             for number, name, sql in known:
                 if number in applied:
                     continue
-                for statement in _statements(sql):
+                for statement in statements(sql, self.dialect):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     (number, name, self.clock()),
                 )
+
+    def where(self) -> str:
+        """The database as a person may be shown it (never a password)."""
+        return str(self.path)
 
     def schema_versions(self) -> list[tuple[int, str]]:
         with self.read() as conn:
@@ -161,7 +209,7 @@ class Database:
                     self._give_back_soon(soon)
                     raise
             except sqlite3.DatabaseError as exc:
-                if not _is_storage_error(exc):
+                if not self._is_storage_error(exc):
                     raise
                 raise Unavailable(
                     "The memory store could not save (the disk may be full or failing); nothing was written."
@@ -215,8 +263,8 @@ class Database:
                     conn.execute("SAVEPOINT together")
                     try:
                         ticket.result = ticket.work(conn)
-                    except sqlite3.DatabaseError as exc:
-                        if _is_storage_error(exc):
+                    except self._driver_errors as exc:
+                        if self._is_storage_error(exc):
                             raise  # the storage is failing: the whole group rolls back
                         conn.execute("ROLLBACK TO together")
                         ticket.error = exc
@@ -251,6 +299,23 @@ class Database:
         if wake:
             self._soon_wake.set()
 
+    def _close_queue(self) -> bool:
+        """Stop the background batch and commit what is queued; False if already closed."""
+        with self._soon_lock:
+            if self._closed:
+                return False
+            self._closed = True
+            flusher = self._flusher
+        self._closing.set()
+        self._soon_wake.set()
+        if flusher is not None:
+            flusher.join()
+        try:
+            self.flush()
+        except Unavailable:
+            log.warning("%d queued record(s) could not be committed before closing", len(self._soon))
+        return True
+
     def flush(self) -> None:
         """Commit every queued `write_soon` record now (readers of those records call this first).
 
@@ -284,7 +349,7 @@ class Database:
                         f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([one] * len(chunk))}",
                         [value for row in chunk for value in row],
                     )
-        except _NOT_STORAGE_ERRORS as exc:
+        except self._not_storage_errors as exc:
             conn.execute("ROLLBACK TO soon")
             log.warning("dropped %d queued record(s) that no longer fit the schema: %s", len(soon), type(exc).__name__)
             soon = []
@@ -330,7 +395,7 @@ class Database:
                 if conn.in_transaction:  # ends the snapshot, even one a failed BEGIN or COMMIT left open
                     conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            if not _is_storage_error(exc):
+            if not self._is_storage_error(exc):
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 
@@ -343,7 +408,7 @@ class Database:
         try:
             return self._reader().execute(sql, params).fetchone()
         except sqlite3.DatabaseError as exc:
-            if not _is_storage_error(exc):
+            if not self._is_storage_error(exc):
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 
@@ -351,26 +416,15 @@ class Database:
         """This thread's reader, opened on first use (a failed open is not kept)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path, "query_only = ON")
+            conn = _connect(self._file, "query_only = ON")
             self._local.conn = conn
             with self._lock:
                 self._readers.append(conn)
         return conn
 
     def close(self) -> None:
-        with self._soon_lock:
-            if self._closed:
-                return
-            self._closed = True
-            flusher = self._flusher
-        self._closing.set()
-        self._soon_wake.set()
-        if flusher is not None:
-            flusher.join()
-        try:
-            self.flush()
-        except Unavailable:
-            log.warning("%d queued record(s) could not be committed before closing", len(self._soon))
+        if not self._close_queue():
+            return
         with self._lock:
             for conn in self._readers:
                 with contextlib.suppress(sqlite3.ProgrammingError):
@@ -399,9 +453,42 @@ def _same_failure(exc: Exception) -> Unavailable:
     return copy
 
 
-def _statements(sql: str) -> list[str]:
-    """Split a migration file on `;` line ends; a trigger is written on one line."""
-    return [s.strip() for s in sql.split(";\n") if s.strip() and not _only_comments(s)]
+_ONLY_RE = re.compile(r"^--\s*only\s+(sqlite|postgresql)\s*$", re.MULTILINE)
+#: How a neutral migration's types read on PostgreSQL (see `memframe.service.migrations`).
+_POSTGRES_WORDS = [
+    (re.compile(r"\bINTEGER PRIMARY KEY(?=\s*,|\s*$)"), "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY"),
+    (re.compile(r"\bREAL\b"), "DOUBLE PRECISION"),
+    (re.compile(r"\bBLOB\b"), "BYTEA"),
+    (re.compile(r"\)\s*WITHOUT ROWID\s*$"), ")"),
+]
+
+
+def statements(sql: str, dialect: str = "sqlite") -> list[str]:
+    """The statements of one migration file that `dialect` runs, as it runs them.
+
+    Statements end with `;` at a line end (so a trigger or a function is written on one line).
+    A statement headed by a comment line `-- only sqlite` or `-- only postgresql` is run by that
+    engine alone; every other statement is neutral and both run it, PostgreSQL with the few
+    type words of `_POSTGRES_WORDS` translated on its code lines (comments are left as written).
+    """
+    out = []
+    for chunk in sql.split(";\n"):
+        if not chunk.strip() or _only_comments(chunk):
+            continue
+        only = _ONLY_RE.search(chunk)
+        if only is not None and only.group(1) != dialect:
+            continue
+        if dialect == "postgresql":
+            chunk = "\n".join(_postgres_words(line) for line in chunk.splitlines())
+        out.append(chunk.strip())
+    return out
+
+
+def _postgres_words(line: str) -> str:
+    code, dashes, comment = line.partition("--")  # a trailing comment is left as written
+    for pattern, replacement in _POSTGRES_WORDS:
+        code = pattern.sub(replacement, code)
+    return code + dashes + comment
 
 
 def _only_comments(chunk: str) -> bool:

@@ -35,7 +35,7 @@ FENCE_PREDICATES: list[tuple[str, str]] = [
 ]
 
 _FROM = """
-FROM (SELECT :admission_id AS id) AS wanted
+FROM (SELECT CAST(:admission_id AS TEXT) AS id) AS wanted
 LEFT JOIN workspace_memory_admissions AS a ON a.id = wanted.id
 LEFT JOIN conversations AS c ON c.id = a.conversation_id
 LEFT JOIN memberships AS m ON m.workspace_id = a.workspace_id AND m.user_id = a.user_id
@@ -45,16 +45,17 @@ LEFT JOIN agent_delivery_credentials AS cred ON cred.conversation_id = a.convers
 LEFT JOIN key_session_revocations AS r ON r.key_session_id = a.key_session_id
 """
 
-# `(x) IS 1` turns a NULL (a missing row) into false; the outer SELECT always yields exactly one
-# row, so the INSERT always inserts and the CHECK (ok = 1) always judges.
-_PREDICATE = " AND ".join(f"({sql}) IS 1" for _, sql in FENCE_PREDICATES)
+# `(x) IS TRUE` turns a NULL (a missing row) into false; the outer SELECT always yields exactly one
+# row, so the INSERT always inserts and the CHECK always judges: `ok = 1` on SQLite (where TRUE is
+# 1), `ok IS TRUE` on PostgreSQL's boolean column (migration 0050).
+_PREDICATE = " AND ".join(f"({sql}) IS TRUE" for _, sql in FENCE_PREDICATES)
 FENCE_INSERT = f"""
 INSERT INTO workspace_memory_commit_fence (admission_id, workspace_id, version, created_at, ok)
-SELECT :admission_id, :ws, :version, :now, CASE WHEN {_PREDICATE} THEN 1 ELSE 0 END
+SELECT :admission_id, :ws, :version, :now, CASE WHEN {_PREDICATE} THEN TRUE ELSE FALSE END
 {_FROM}
 """
 
-_DIAGNOSE = "SELECT " + ", ".join(f"({sql}) IS 1" for _, sql in FENCE_PREDICATES) + _FROM
+_DIAGNOSE = "SELECT " + ", ".join(f"({sql}) IS TRUE" for _, sql in FENCE_PREDICATES) + _FROM
 
 
 def failed_predicates(conn: sqlite3.Connection, params: dict[str, object]) -> list[str]:

@@ -49,5 +49,5 @@ WHERE EXISTS (
     SELECT 1 FROM file_versions
     WHERE workspace_id = :ws AND path = :path AND version = :version AND operation = 'clear'
 )
-ON CONFLICT (workspace_id) DO UPDATE SET clear_generation = clear_generation + 1
+ON CONFLICT (workspace_id) DO UPDATE SET clear_generation = workspace_memory_policy.clear_generation + 1
 """

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import ENGINES, database_for
 
 
 def fast_dir() -> str | None:
@@ -33,3 +35,16 @@ def fast_tmp(tmp_path: Path) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=ENGINES)
+def store_at(request: pytest.FixtureRequest, fast_tmp: Path) -> Callable[[str], str]:
+    """Where a family's databases live, on each engine in turn: `store_at("name.db")` is a file in
+    `fast_tmp` on SQLite, a fresh schema (its own empty database) on PostgreSQL. `.engine` says which."""
+    engine = str(request.param)
+
+    def at(name: str) -> str:
+        return database_for(engine, request, fast_tmp, name)
+
+    at.engine = engine  # type: ignore[attr-defined]
+    return at

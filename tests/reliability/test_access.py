@@ -51,7 +51,7 @@ OTHER_MEMORY = "- mallory's memory: the vault is behind the painting"
 class World:
     service: MemoryService
     clock: FakeClock
-    path: Path
+    path: str | Path
     key: bytes
     other_key: bytes
     session: str
@@ -81,9 +81,9 @@ class World:
 
 
 @pytest.fixture
-def world(fast_tmp: Path) -> Iterator[World]:
+def world(store_at: Callable[[str], str]) -> Iterator[World]:
     clock = FakeClock()
-    path = fast_tmp / "access.db"
+    path = store_at("access.db")
     service = MemoryService(path, clock=clock)
     acc = service.accounts
     for user in (LOCAL_USER, "mallory", "bob"):

@@ -33,6 +33,7 @@ from memframe import crypto
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+from tests.pg_server import PostgresServer
 from tests.reliability.crash_child import WORKSPACE, run_worker
 from tests.reliability.support import raw, record_figures, sized, store_problems
 
@@ -64,7 +65,7 @@ class Ledger:
     stats: Counter[str] = field(default_factory=Counter)
 
 
-def new_database(path: Path, key: bytes) -> None:
+def new_database(path: str | Path, key: bytes) -> None:
     service = MemoryService(path)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace(WORKSPACE, LOCAL_USER)
@@ -82,7 +83,7 @@ def drain(reader: Any) -> list[tuple[Any, ...]]:
     return acks
 
 
-def one_trial(ctx: Any, db: Path, key: bytes, rng: random.Random) -> list[tuple[Any, ...]]:
+def one_trial(ctx: Any, db: str | Path, key: bytes, rng: random.Random) -> list[tuple[Any, ...]]:
     reader, writer = ctx.Pipe(duplex=False)
     child = ctx.Process(target=run_worker, args=(str(db), key, rng.getrandbits(31), writer), daemon=True)
     child.start()
@@ -104,7 +105,7 @@ def one_trial(ctx: Any, db: Path, key: bytes, rng: random.Random) -> list[tuple[
         child.close()
 
 
-def verify(db: Path, acks: list[tuple[Any, ...]], ledger: Ledger) -> None:
+def verify(db: str | Path, acks: list[tuple[Any, ...]], ledger: Ledger) -> None:
     ready = acks[0]
     assert (ready[1], ready[2]) == (ledger.version, ledger.revision), "the child saw a different state than we left"
     acked_versions = acked_admissions = 0
@@ -168,7 +169,7 @@ def verify(db: Path, acks: list[tuple[Any, ...]], ledger: Ledger) -> None:
     ledger.version, ledger.revision, ledger.admissions = current, revision, len(admissions)
 
 
-def every_version_opens(db: Path, key: bytes) -> int:
+def every_version_opens(db: str | Path, key: bytes) -> int:
     """Every revision opens at its own version, and the whole history chains (`memframe verify`'s walk)."""
     from memframe.backend.heads import SeenHeads
     from memframe.backend.local import LocalBackend
@@ -204,8 +205,27 @@ def test_sigkill_mid_write_loses_nothing_acknowledged(
     tmp_path: Path, forkserver: Any, tally: Counter[str], batch: int
 ) -> None:
     """One batch: BATCH trials, each a child SIGKILLed mid-write, on one fresh database file."""
+    run_batch(tmp_path / "crash.db", forkserver, tally, batch)
+
+
+PG_BATCHES = sized(1, 20)
+
+
+@pytest.mark.parametrize("batch", range(PG_BATCHES))
+def test_sigkill_mid_write_loses_nothing_acknowledged_on_postgresql(
+    postgres_server: PostgresServer, forkserver: Any, tally: Counter[str], batch: int
+) -> None:
+    """The same trials with the database on PostgreSQL (one batch in `make test`): a killed client's
+    transaction is rolled back by the server, and its advisory write lock released with it."""
+    url = postgres_server.fresh_url()
+    try:
+        run_batch(url, forkserver, tally, 1000 + batch)
+    finally:
+        postgres_server.drop(url)
+
+
+def run_batch(db: str | Path, forkserver: Any, tally: Counter[str], batch: int) -> None:
     rng = random.Random(0x5EED + batch)
-    db = tmp_path / "crash.db"
     key = crypto.new_key()
     new_database(db, key)
     ledger = Ledger()

@@ -19,6 +19,7 @@ database that a later open migrates completely.
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -26,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import memframe.service.db as db_module
+import memframe.service.pg as pg_module
 from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
@@ -38,6 +41,7 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.db import Database, migrations
 from tests.conftest import FakeClock
+from tests.pg_server import PostgresServer
 from tests.reliability.support import check_store, diff_dumps, dump, raw, record_figures, tables
 
 pytestmark = pytest.mark.fault
@@ -196,8 +200,12 @@ class Scene:
 
 @pytest.fixture
 def scene(fast_tmp: Path, plan: Plan) -> Iterator[Scene]:
+    yield from make_scene(fast_tmp / "faults.db")
+
+
+def make_scene(target: str | Path) -> Iterator[Scene]:
     clock = FakeClock()
-    service = MemoryService(fast_tmp / "faults.db", clock=clock)
+    service = MemoryService(target, clock=clock)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
     service.accounts.create_workspace("ws2", LOCAL_USER)
@@ -207,7 +215,7 @@ def scene(fast_tmp: Path, plan: Plan) -> Iterator[Scene]:
     person.save("# Memory\n- keeps tea in the left cupboard\n- walks at noon\n", 1)
     person.set_ai(True)
     person.set_policy(Mode.AUTO, 0)
-    s = Scene(service, person, key, clock, fast_tmp / "faults.db")
+    s = Scene(service, person, key, clock, target)  # type: ignore[arg-type]
     s.session = service.assistant.open_key_session(LOCAL_USER, "ws", key).id
     yield s
     service.close()
@@ -273,6 +281,155 @@ def test_each_statement_fails_in_turn_and_changes_nothing(
         pytest.fail("the path never completed")
     assert failures >= 3, f"only {failures} statements were failed; the injector is not reaching the path"
     check_store(scene.path)
+
+
+# --- PostgreSQL: a lost connection at every statement, a server that stops and returns -------------
+
+
+class PgPlan:
+    """Break the Nth statement (counted across every connection of the service) once, while armed:
+    `terminate` kills the server process behind the connection just before the statement (a real
+    lost connection); `lost-reply` raises OperationalError after the statement ran (its answer lost)."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self.fail_at: int | None = None
+        self.how = "terminate"
+        self.count = 0
+        self.fired: str | None = None
+
+    def arm(self, n: int, how: str) -> None:
+        self.fail_at, self.how, self.count, self.fired = n, how, 0, None
+
+    def disarm(self) -> None:
+        self.fail_at = None
+
+    def wrap(self, execute: Callable[..., Any]) -> Callable[..., Any]:
+        plan = self
+
+        def faulty(conn: Any, sql: str, params: Any = None) -> Any:
+            if plan.fail_at is None or plan.fired is not None or sql.strip().upper() == "ROLLBACK":
+                return execute(conn, sql, params)
+            plan.count += 1
+            if plan.count != plan.fail_at:
+                return execute(conn, sql, params)
+            plan.fired = " ".join(sql.split())[:60]
+            if plan.how == "terminate":
+                pid = conn.raw.info.backend_pid
+                with psycopg.connect(plan.server.url(), autocommit=True) as side:
+                    side.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+                return execute(conn, sql, params)
+            try:
+                execute(conn, sql, params)
+            except Exception:
+                plan.fired = None  # the statement failed by itself (the fence's CHECK): not our fault
+                raise
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        return faulty
+
+
+@pytest.fixture
+def pg_scene(postgres_server: PostgresServer) -> Iterator[Scene]:
+    url = postgres_server.fresh_url()
+    try:
+        yield from make_scene(url)
+    finally:
+        postgres_server.drop(url)
+
+
+@pytest.mark.parametrize("how", ["terminate", "lost-reply"])
+@pytest.mark.parametrize("name", list(PATHS))
+def test_each_statement_loses_its_postgresql_connection_in_turn_and_changes_nothing(
+    pg_scene: Scene, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch, name: str, how: str
+) -> None:
+    """The PostgreSQL form of the test above: the Nth statement's connection dies (for N = 1, 2, …);
+    the caller gets one Unavailable, nothing is half-written, and the pool's next connection works."""
+    scene = pg_scene
+    plan = PgPlan(postgres_server)
+    monkeypatch.setattr(pg_module._PgConnection, "execute", plan.wrap(pg_module._PgConnection.execute))
+    failures = 0
+    for n in range(1, 200):
+        if name == "mode change" and scene.person.get_policy().mode is not Mode.AUTO:
+            scene.person.set_policy(Mode.AUTO, scene.person.get_policy().revision)
+        action = PATHS[name](scene)
+        before = dump(scene.path)
+        plan.arm(n, how)
+        exc = in_fresh_thread(action)
+        plan.disarm()
+        if plan.fired is None:
+            if name == "fenced capture":
+                assert isinstance(exc, FenceRefused), exc
+            else:
+                assert exc is None, f"{name} failed with no fault injected: {exc!r}"
+            break
+        if how == "lost-reply" and plan.fired.upper().startswith("COMMIT"):
+            # The COMMIT ran and only its answer was lost: the caller hears Unavailable (it cannot
+            # know), and the database holds the whole batch or nothing: never part of it.
+            assert isinstance(exc, Unavailable), exc
+            check_store(scene.path)
+            failures += 1
+            break  # COMMIT is the path's last statement
+        assert isinstance(exc, Unavailable), f"{plan.fired!r} ({how}) failed with {type(exc).__name__}: {exc}"
+        assert "\n" not in str(exc) and "psycopg" not in str(exc).lower()
+        after_dump = dump(scene.path)
+        assert after_dump == before, f"{plan.fired!r} ({how}) left changes: {diff_dumps(before, after_dump)}"
+        failures += 1
+    else:
+        pytest.fail("the path never completed")
+    assert failures >= 3, f"only {failures} statements were failed; the injector is not reaching the path"
+    check_store(scene.path)
+
+
+def test_a_stopped_postgresql_is_unavailable_everywhere_and_the_pool_recovers(
+    pg_scene: Scene, postgres_server: PostgresServer
+) -> None:
+    """Every call while the server is down is the one Unavailable; once it is back, every call works."""
+    scene = pg_scene
+    credential = scene.admit()
+    before = dump(scene.path)
+    scene.service.db.connect_timeout = 1.0  # type: ignore[attr-defined]
+    calls: dict[str, Callable[[], object]] = {
+        "load": scene.person.load,
+        "save": lambda: scene.person.save("# Memory\n- while down\n", 2),
+        "mode change": lambda: scene.person.set_policy(Mode.READ_ONLY, 1),
+        "admission": scene.admit,
+        "recall": lambda: scene.assistant.recall("ws", credential),
+        "capture": lambda: scene.capture(credential, "- while down"),
+    }
+    postgres_server.stop()
+    try:
+        for what, call in calls.items():
+            exc = in_fresh_thread(call)
+            assert isinstance(exc, Unavailable), f"{what} with the server down: {exc!r}"
+            assert "\n" not in str(exc) and "psycopg" not in str(exc).lower()
+    finally:
+        postgres_server.pg_ctl_start()
+    postgres_server.wait_ready()
+    assert dump(scene.path) == before, "a call made while the server was down left changes"
+    # The same calls once it is back (the capture before the writes that would retire its turn).
+    again: dict[str, Callable[[], object]] = {
+        "load": scene.person.load,
+        "recall": lambda: scene.assistant.recall("ws", credential),
+        "capture": lambda: scene.capture(credential, "- after the restart"),
+        "save": lambda: scene.person.save("# Memory\n- after the restart\n", 3),
+        "mode change": lambda: scene.person.set_policy(Mode.READ_ONLY, 1),
+        "admission": scene.admit,
+    }
+    for what, call in again.items():
+        exc = in_fresh_thread(call)
+        assert exc is None, f"{what} after the server returned: {exc!r}"
+    check_store(scene.path)
+
+
+def test_a_postgresql_refusing_connections_is_one_clear_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here
+    with pytest.raises(Unavailable) as caught:
+        MemoryService(f"postgresql://memframe:s3cret@127.0.0.1:{port}/memframe")
+    message = str(caught.value)
+    assert "\n" not in message and "s3cret" not in message and str(port) in message
 
 
 # --- a full disk, for real ---------------------------------------------------------------------
@@ -370,7 +527,7 @@ def test_each_migration_statement_fails_in_turn_and_a_later_open_completes(
         _assert_complete(path, pristine_schema)
     else:
         pytest.fail("the migration never completed")
-    assert failures > sum(len(db_module._statements(sql)) for _, _, sql in migrations())
+    assert failures > sum(len(db_module.statements(sql)) for _, _, sql in migrations())
     record_figures("fault-migration", variant=f"{error}-{after}", statements_failed=failures)
 
 

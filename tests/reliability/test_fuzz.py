@@ -17,7 +17,7 @@ writes nothing.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.documents import UNREADABLE_NOTE
 from tests.conftest import FakeClock
-from tests.reliability.support import SOAK, dump, raw, record_figures, sized
+from tests.reliability.support import SOAK, dump, is_postgres, raw, record_figures, sized
 
 pytestmark = pytest.mark.fuzz
 
@@ -285,14 +285,15 @@ class Store:
     clock: FakeClock
     person: LocalBackend
     other: LocalBackend
-    path: Path
+    path: str | Path
     session: str
 
 
 @pytest.fixture
-def store(fast_tmp: Path) -> Iterator[Store]:
+def store(store_at: Callable[[str], str]) -> Iterator[Store]:
     clock = FakeClock()
-    service = MemoryService(fast_tmp / "fuzz.db", clock=clock)
+    target = store_at("fuzz.db")
+    service = MemoryService(target, clock=clock)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
     service.accounts.create_workspace("ws2", LOCAL_USER)
@@ -306,11 +307,11 @@ def store(fast_tmp: Path) -> Iterator[Store]:
     person.set_ai(True)
     person.set_policy(Mode.AUTO, 0)
     session = service.assistant.open_key_session(LOCAL_USER, "ws", KEY_WS).id
-    yield Store(service, clock, person, other, fast_tmp / "fuzz.db", session)
+    yield Store(service, clock, person, other, target, session)
     service.close()
 
 
-def _blobs(path: Path) -> list[tuple[str, str, int, bytes]]:
+def _blobs(path: str | Path) -> list[tuple[str, str, int, bytes]]:
     with raw(path) as conn:
         return [
             (ws, p, int(v), bytes(b))
@@ -320,7 +321,7 @@ def _blobs(path: Path) -> list[tuple[str, str, int, bytes]]:
         ]
 
 
-def _put_blob(path: Path, version: int, blob: bytes) -> None:
+def _put_blob(path: str | Path, version: int, blob: bytes) -> None:
     with raw(path) as conn:
         conn.execute(
             "UPDATE file_versions SET ciphertext = ? WHERE workspace_id = 'ws' AND path = ? AND version = ?",
@@ -334,7 +335,10 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
     head = max(originals)
     counts: dict[str, int] = {}
 
-    @settings(max_examples=STORED_TAMPERINGS, deadline=None, suppress_health_check=list(HealthCheck))
+    # PostgreSQL pays a connection and a whole-database dump per example: a quarter of the examples.
+    examples = STORED_TAMPERINGS if not is_postgres(store.path) else max(50, STORED_TAMPERINGS // 4)
+
+    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck))
     @given(
         version=st.sampled_from(sorted(originals)),
         how=st.sampled_from(["flip", "truncate", "extend", "nonce", "copied", "foreign"]),

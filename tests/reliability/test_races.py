@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,15 @@ from typing import Any, ClassVar
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from memframe import crypto
 from memframe.backend.local import LocalBackend
@@ -57,6 +65,7 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import ADMISSION_SECONDS
 from tests.conftest import FakeClock
+from tests.pg_server import PostgresServer
 from tests.reliability.conftest import fast_dir
 from tests.reliability.linearizability import Op, State, linearize, memframe_step, replay
 from tests.reliability.support import raw, record_figures, sized, store_problems
@@ -87,7 +96,8 @@ class PolicyMachine(RuleBasedStateMachine):
         super().__init__()
         self.dir = tempfile.mkdtemp(prefix="memframe-race-", dir=fast_dir())
         self.clock = FakeClock()
-        self.service = MemoryService(Path(self.dir) / "policy.db", clock=self.clock)
+        self.target = self.database()
+        self.service = MemoryService(self.target, clock=self.clock)
         # Idle eviction is its own rule below; nothing else should expire a session.
         self.service.key_sessions.idle_seconds = self.service.key_sessions.lifetime_seconds = 10**9
         self.service.accounts.add_user(LOCAL_USER)
@@ -110,10 +120,14 @@ class PolicyMachine(RuleBasedStateMachine):
         self.fence: dict[str, int] = {}
         self.sends = 0
 
+    def database(self) -> str:
+        """Where this run's database lives (a PostgreSQL subclass below puts it on the server)."""
+        return str(Path(self.dir) / "policy.db")
+
     def teardown(self) -> None:
         MACHINE_FIGURES["runs"] += 1
         try:
-            with raw(self.service.db.path) as conn:
+            with raw(self.target) as conn:
                 problems = store_problems(conn)
             assert not problems, problems
         finally:
@@ -456,6 +470,37 @@ PolicyMachine.TestCase.settings = settings(
 test_the_whole_policy_against_the_model = PolicyMachine.TestCase
 
 
+class PostgresPolicyMachine(PolicyMachine):
+    """The same machine with its database on the session's PostgreSQL server, a fresh schema per run."""
+
+    server: PostgresServer | None = None
+
+    def database(self) -> str:
+        assert self.server is not None
+        return self.server.fresh_url()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            assert self.server is not None
+            self.server.drop(self.target)
+
+
+def test_the_whole_policy_against_the_model_on_postgresql(postgres_server: PostgresServer) -> None:
+    """PostgreSQL at a third of the SQLite run's examples (each run migrates a fresh schema)."""
+    PostgresPolicyMachine.server = postgres_server
+    run_state_machine_as_test(
+        PostgresPolicyMachine,
+        settings=settings(
+            max_examples=sized(20, 150),
+            stateful_step_count=sized(40, 60),
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+
+
 # --- (b) concurrent clients, checked for linearizability -----------------------------------------
 
 
@@ -480,7 +525,7 @@ def _record_batches(service: MemoryService) -> threading.local:
 
 
 def _run_history(
-    path: Path, clients: int, ops_each: int, seed: int
+    path: str | Path, clients: int, ops_each: int, seed: int
 ) -> tuple[list[Op], list[Op], MemoryService, Counter[str]]:
     service = MemoryService(path)
     service.accounts.add_user(LOCAL_USER)
@@ -628,13 +673,15 @@ def _run_history(
 SCHEDULES = sized(14, 350)
 
 
-def test_concurrent_histories_are_linearizable(fast_tmp: Path) -> None:
+def test_concurrent_histories_are_linearizable(store_at: Callable[[str], str]) -> None:
     checked = ops_total = captures = fenced = revocation_window = 0
     started = time.perf_counter()
-    for schedule in range(SCHEDULES):
+    on_postgres = store_at.engine == "postgresql"  # type: ignore[attr-defined]
+    # PostgreSQL runs half the schedules: each batch there is a round trip, not a function call.
+    for schedule in range(SCHEDULES // 2 if on_postgres else SCHEDULES):
         clients = 2 + schedule % 7
         ops_each = 200 // clients
-        history, at_commit, service, tally = _run_history(fast_tmp / f"h{schedule}.db", clients, ops_each, schedule)
+        history, at_commit, service, tally = _run_history(store_at(f"h{schedule}.db"), clients, ops_each, schedule)
         revocation_window += tally["fenced by a revocation"]
         try:
             order = linearize(history, State(), memframe_step)
@@ -644,7 +691,7 @@ def test_concurrent_histories_are_linearizable(fast_tmp: Path) -> None:
             serial = linearize(at_commit, State(), memframe_step)
             assert serial is not None, f"schedule {schedule}: the service's own commit order contradicts the model"
             final = replay(at_commit, serial, State())
-            with raw(service.db.path) as conn:
+            with raw(service.db.url) as conn:
                 assert not store_problems(conn)
                 head = conn.execute(
                     "SELECT current_version FROM files WHERE workspace_id = 'ws' AND path = ?", (MEMORY_PATH,)
@@ -720,3 +767,83 @@ def test_the_checker_holds_revocations_to_their_durable_row() -> None:
     assert (
         linearize([to_auto, admitted, _op(0, "revoke", ("ks",), ("ok",), 5, 6), early], State(), memframe_step) is None
     )
+
+
+# --- several processes on one PostgreSQL ---------------------------------------------------------
+
+CROSS_PROCESS_SECONDS = sized(4, 60)
+
+
+def test_captures_and_mode_flips_in_separate_processes_stay_linearizable_on_postgresql(
+    postgres_server: PostgresServer,
+) -> None:
+    """Three processes on one PostgreSQL database: one captures, one flips the mode (each flip retires
+    the turns admitted before it), one reads the policy and the memory from one snapshot at a time.
+
+    A capture admitted under policy revision R committed only if its fence saw revision R at its
+    batch's linearisation point; so any reader that has seen a revision above R must also see that
+    capture's version. A fence judging an older snapshot than its commit (what READ COMMITTED does
+    without the write lock) lets a reader see the flip without the capture that then lands.
+    """
+    import multiprocessing
+
+    from tests.reliability import pg_workers
+
+    url = postgres_server.fresh_url()
+    key = crypto.new_key()
+    try:
+        setup = MemoryService(url)
+        setup.accounts.add_user(LOCAL_USER)
+        setup.accounts.create_workspace("ws", LOCAL_USER)
+        person = LocalBackend(setup, "ws", key)
+        person.save("# Memory\n", 0)
+        person.set_ai(True)
+        person.set_policy(Mode.AUTO, 0)
+        ctx = multiprocessing.get_context("spawn")
+        pipes, procs = [], []
+        for target, args in (
+            (pg_workers.capturer, (url, key, CROSS_PROCESS_SECONDS, "first")),
+            (pg_workers.capturer, (url, key, CROSS_PROCESS_SECONDS, "second")),
+            (pg_workers.flipper, (url, key, CROSS_PROCESS_SECONDS, 7)),
+            (pg_workers.reader, (url, CROSS_PROCESS_SECONDS)),
+        ):
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=target, args=(*args, send), daemon=True)
+            proc.start()
+            send.close()
+            pipes.append(receive)
+            procs.append(proc)
+        results = []
+        for receive in pipes:
+            assert receive.poll(CROSS_PROCESS_SECONDS + 120), "a worker process never reported"
+            results.append(receive.recv())
+        for proc in procs:
+            proc.join(30)
+            assert proc.exitcode == 0
+        (c1, r1, why1), (c2, r2, why2), flips, seen = results
+        with raw(url) as conn:
+            assert not store_problems(conn)
+            captures = conn.execute(
+                "SELECT f.version, a.policy_revision FROM workspace_memory_commit_fence AS f"
+                " JOIN workspace_memory_admissions AS a ON a.id = f.admission_id"
+            ).fetchall()
+        setup.close()
+        assert len(captures) == c1 + c2 and c1 + c2 > 0 and r1 + r2 > 0 and flips > 0, (c1, c2, r1, r2, flips)
+        violations = [
+            (version, admitted_at, revision, saw)
+            for version, admitted_at in captures
+            for revision, saw in seen
+            if revision > admitted_at and saw < version
+        ]
+        assert not violations, f"a reader saw a mode flip without the capture ordered before it: {violations[:5]}"
+        record_figures(
+            "race-cross-process-postgresql",
+            committed=c1 + c2,
+            fenced=r1 + r2,
+            flips=flips,
+            snapshots=len(seen),
+            refusals=dict(Counter(why1) + Counter(why2)),
+            violations=0,
+        )
+    finally:
+        postgres_server.drop(url)

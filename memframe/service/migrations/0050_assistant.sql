@@ -67,6 +67,7 @@ CREATE INDEX memory_recall_receipts_by_conversation ON memory_recall_receipts (c
 -- The fence: a capture's version commits only with a row whose ok is computed, in the same
 -- transaction, from one predicate over the admission and the current state. ok is NOT NULL, so
 -- a NULL predicate (a missing row) aborts as surely as a false one.
+-- only sqlite
 CREATE TABLE workspace_memory_commit_fence (
     admission_id  TEXT PRIMARY KEY REFERENCES workspace_memory_admissions(id),
     workspace_id  TEXT NOT NULL,
@@ -74,6 +75,16 @@ CREATE TABLE workspace_memory_commit_fence (
     created_at    REAL NOT NULL,
     ok            INTEGER NOT NULL CHECK (ok = 1)
 ) WITHOUT ROWID;
+
+-- The same table where the predicate is a real boolean.
+-- only postgresql
+CREATE TABLE workspace_memory_commit_fence (
+    admission_id  TEXT PRIMARY KEY REFERENCES workspace_memory_admissions(id),
+    workspace_id  TEXT NOT NULL,
+    version       INTEGER NOT NULL,
+    created_at    REAL NOT NULL,
+    ok            BOOLEAN NOT NULL CHECK (ok IS TRUE)
+);
 
 -- Read-only proposals: the edits are sealed with the workspace key (they are memory text).
 CREATE TABLE workspace_memory_proposals (
