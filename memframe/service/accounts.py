@@ -64,8 +64,8 @@ class Accounts:
         sessions = self.key_sessions.sessions_of(user_id, workspace_id)
         for session_id, workspace in sessions:
             conn.execute(
-                "INSERT OR IGNORE INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
-                " VALUES (?, ?, ?)",
+                "INSERT INTO key_session_revocations (key_session_id, workspace_id, revoked_at)"
+                " VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
                 (session_id, workspace, self.db.clock()),
             )
         return [session_id for session_id, _ in sessions]

@@ -103,8 +103,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
                     raise WrongKey("This key does not open the workspace's memory.") from None
             with self.db.write() as conn:
                 conn.execute(
-                    "INSERT OR IGNORE INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
-                    " VALUES (?, ?, ?, ?)",
+                    "INSERT INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (workspace_id, mine, self.db.clock(), user),
                 )
                 stored = conn.execute(

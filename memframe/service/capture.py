@@ -18,7 +18,7 @@ from typing import Any
 
 from memframe import crypto
 from memframe.core.edits import MemoryChange, apply_memory_changes
-from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, VersionConflict
+from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, ProposalRetired, VersionConflict
 from memframe.core.turns import CaptureReceipt, ProposalReason, ProposalRecord, ProposalStatus
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
@@ -248,7 +248,7 @@ class CaptureMixin(AssistantBase):
                     (proposal_id, workspace_id),
                 ).fetchone()
                 if made_under is not None and made_under[0] != read_policy(conn, workspace_id).clear_generation:
-                    raise CaptureRefused(
+                    raise ProposalRetired(
                         "This proposal was made before the memory was cleared, so it cannot be applied; dismiss it."
                     )
             cur = conn.execute(

@@ -142,8 +142,8 @@ class MemoryService:
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             conn.execute(
-                "INSERT OR IGNORE INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
-                " VALUES (?, ?, ?, ?)",
+                "INSERT INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (workspace_id, key_check, self.db.clock(), user),
             )
             stored = conn.execute(

@@ -31,7 +31,14 @@ import pytest
 from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
-from memframe.core.errors import CaptureRefused, InvalidInput, MemframeError, NamespaceReserved, NotFound
+from memframe.core.errors import (
+    CaptureRefused,
+    InvalidInput,
+    MemframeError,
+    NamespaceReserved,
+    NotFound,
+    ProposalRetired,
+)
 from memframe.core.turns import RecallResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 from memframe.service import MemoryService
@@ -328,10 +335,10 @@ def test_off_means_a_turn_admitted_before_it_proposes_nothing(world: World) -> N
 
 def test_a_proposal_made_before_a_clear_cannot_be_marked_applied(world: World) -> None:
     """Issue 17: the service refuses it (not only the CLI); dismissing it still works."""
-    sealed = crypto.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH)
+    sealed = crypto.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH, version=2)
     world.service.put_file(LOCAL_USER, "ws", MEMORY_PATH, sealed, 1, clear=True)
     before = dump(world.path)
-    with pytest.raises(CaptureRefused) as refused:
+    with pytest.raises(ProposalRetired) as refused:
         world.a.resolve_proposal(LOCAL_USER, "ws", world.proposal, "applied")
     assert "before the memory was cleared" in str(refused.value)
     assert not diff_dumps(before, dump(world.path))
@@ -354,7 +361,7 @@ LOOKALIKE_NOTES = ["notes/\u202e.md", "notes/a\u034f.md", "notes/b\u2066.md", "n
 
 @pytest.mark.parametrize("path", LOOKALIKE_NAMESPACE + LOOKALIKE_NOTES)
 def test_automation_and_mcp_writes_refuse_lookalike_paths(world: World, path: str) -> None:
-    from memframe.mcp_server import note_path
+    from memframe.mcp.tools import note_path
 
     expected = NamespaceReserved if path in LOOKALIKE_NAMESPACE else InvalidInput
     before = dump(world.path)
@@ -376,8 +383,8 @@ def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_sta
 ) -> None:
     from memframe.service import service as service_module
 
-    def sealed(path: str, text: str) -> bytes:
-        return crypto.seal(world.key, text, workspace_id="ws", path=path)
+    def sealed(path: str, text: str, version: int = 1, previous: bytes | None = None) -> bytes:
+        return crypto.seal(world.key, text, workspace_id="ws", path=path, version=version, previous=previous)
 
     for path in ("notes/\u202e.md", "notes/x\u200b.md", "notes/\u2067y.md"):
         with pytest.raises(InvalidInput):
@@ -385,10 +392,11 @@ def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_sta
     world.service.put_file(LOCAL_USER, "ws", "notes/cafe\u0301.md", sealed("notes/cafe\u0301.md", "ok"), 0)
     odd = "notes/old\u202e.md"  # as an older memframe stored it, before the rule
     monkeypatch.setattr(service_module, "refuse_lookalike", lambda *a, **k: None)
-    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v1"), 0)
+    first = sealed(odd, "v1")
+    world.service.put_file(LOCAL_USER, "ws", odd, first, 0)
     monkeypatch.undo()
     assert world.service.get_file(LOCAL_USER, "ws", odd) is not None
-    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v2"), 1)  # its person can still save it
+    world.service.put_file(LOCAL_USER, "ws", odd, sealed(odd, "v2", 2, first), 1)  # its person can still save it
     assert world.a.read_document("ws", world.turn.credential, odd) == (2, "v2")  # and the Assistant read it
 
 
