@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import threading
 from collections.abc import Sequence
 
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import apply_memory_changes, parse_changes
-from memframe.core.errors import CaptureRefused, MemframeError, NotFound, VersionConflict
+from memframe.core.errors import CaptureRefused, KeySessionUnavailable, MemframeError, NotFound, VersionConflict
 from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
@@ -28,6 +29,7 @@ class SealedBackend:
         self.store = store
         self._key = key
         self._key_session: str | None = None
+        self._key_session_lock = threading.Lock()  # the frame's poll and a send may run at once
         self.save_state = save_state or SaveState()
 
     @property
@@ -128,24 +130,56 @@ class SealedBackend:
         return self.store.set_ai(enabled)
 
     def key_session(self) -> str:
-        """This client's key session, opened on first use and reused until closed."""
-        if self._key_session is None:
-            self._key_session = self.store.open_key_session(self._key).id
-        return self._key_session
+        """This client's key session, opened on first use and reused until closed or gone."""
+        with self._key_session_lock:
+            if self._key_session is None:
+                self._key_session = self.store.open_key_session(self._key).id
+            return self._key_session
 
     def close_key_session(self) -> None:
-        session, self._key_session = self._key_session, None
+        with self._key_session_lock:
+            session, self._key_session = self._key_session, None
         if session is not None:
             self.store.revoke_key_session(session)
 
+    def _forget_key_session(self, session: str) -> None:
+        """The server no longer holds `session` (idle eviction, expiry, a restart): drop our id, so
+        the next use opens a fresh one. There is nothing to revoke: the server forgot the key already."""
+        with self._key_session_lock:
+            if self._key_session == session:
+                self._key_session = None
+
     def send(self, conversation_id: str, text: str, *, idempotency_key: str | None = None) -> TurnResult:
         state = self.save_state.for_send()  # waits up to 5 s for an in-flight Save
+        return self.send_turn(conversation_id, text, idempotency_key=idempotency_key, memory_state=state.header())
+
+    def send_turn(
+        self, conversation_id: str, text: str, *, idempotency_key: str | None = None, memory_state: str | None
+    ) -> TurnResult:
+        """One send under this client's key session, reporting `memory_state` as given (None: none).
+
+        A long-running client outlives its key session (the server evicts it after its idle time, and
+        every session ends at its lifetime). Only the key-session open is ever repeated: when ingress
+        refused the send because the session is gone, it wrote nothing (`admission_refused`), so a
+        fresh session is opened and the same message, with the same idempotency key, goes once more.
+        A session that ends later in a turn is not re-sent (the turn may have written); the next send
+        opens a fresh one.
+        """
+        key = idempotency_key or secrets.token_hex(8)
+        session = self.key_session()
+        try:
+            return self.store.send_message(
+                conversation_id, text, idempotency_key=key, key_session_id=session, memory_state=memory_state
+            )
+        except KeySessionUnavailable as exc:
+            self._forget_key_session(session)
+            if not exc.admission_refused:
+                raise KeySessionUnavailable(
+                    "The key session ended during this turn, so it may be incomplete; nothing was sent again. "
+                    "The next message opens a fresh key session."
+                ) from None
         return self.store.send_message(
-            conversation_id,
-            text,
-            idempotency_key=idempotency_key or secrets.token_hex(8),
-            key_session_id=self.key_session(),
-            memory_state=state.header(),
+            conversation_id, text, idempotency_key=key, key_session_id=self.key_session(), memory_state=memory_state
         )
 
     def receipts(self, conversation_id: str) -> list[Receipt]:

@@ -14,6 +14,7 @@
     ├── FenceRefused            409  the commit fence retired an automatic write
     ├── NamespaceReserved       403  an automation route touched the memory namespace
     ├── CaptureRefused          409  automatic capture is not allowed now (mode, size, replay)
+    ├── KeySessionUnavailable   409  the key session is closed, expired, evicted or unknown
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
     ├── KeyFileError            400  a key file is missing or unreadable
     └── Unavailable             503  offline, timed out, or the server failed
@@ -162,6 +163,24 @@ class CaptureRefused(MemframeError):
 
     code = "capture_refused"
     status = 409
+
+
+class KeySessionUnavailable(MemframeError):
+    """The key session is closed, expired or unknown; open a new one.
+
+    Raised by the service's KeySessions (RAM only: an idle eviction, an expiry or a restart forgets a
+    key). Ingress refuses a dead session before it writes anything and says so with
+    `admission_refused=True`: only then may a client open a fresh session and send the same message
+    again, because the server recorded nothing of the first try.
+    """
+
+    code = "key_session_unavailable"
+    status = 409
+
+    @property
+    def admission_refused(self) -> bool:
+        """True when ingress refused the send before writing anything (safe to send again)."""
+        return bool(self.details.get("admission_refused"))
 
 
 class DecryptionFailed(MemframeError):

@@ -127,6 +127,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             ).fetchone()
             if row is not None:
                 return admission_from_row(row)
+            self._require_live_key_session(key_session_id, workspace_id)
             policy = read_policy(conn, workspace_id)
             admission = Admission(
                 id="adm_" + secrets.token_hex(12),
@@ -145,6 +146,19 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             )
             write_admission(conn, admission, idempotency_key)
             return admission
+
+    def _require_live_key_session(self, key_session_id: str | None, workspace_id: str) -> None:
+        """A named key session must be live and this workspace's, or the send is refused before
+        anything is written (the transaction rolls back), so the client may open a fresh session and
+        send the same message again. No session at all stays allowed: that turn reads no memory."""
+        if key_session_id is None:
+            return
+        info = self.key_sessions.describe(key_session_id)
+        if info is None or info.workspace_id != workspace_id:
+            raise KeySessionUnavailable(
+                "The key session is closed, expired or unknown; nothing was admitted. Open a new one and send again.",
+                admission_refused=True,
+            )
 
     @staticmethod
     def _claim_conversation(

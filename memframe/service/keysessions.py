@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memframe import crypto
-from memframe.core.errors import MemframeError
+from memframe.core.errors import KeySessionUnavailable
 from memframe.core.turns import KeySessionInfo
 from memframe.core.types import MEMORY_PATH
 from memframe.service.db import Clock
@@ -25,13 +25,6 @@ DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
 #: How often the whole table is swept of stale sessions; a session being used is judged on
 #: every use, so the sweep only bounds how long an abandoned key stays in RAM past its idle time.
 SWEEP_SECONDS = 5.0
-
-
-class KeySessionUnavailable(MemframeError):
-    """The key session is closed, expired or unknown; open a new one."""
-
-    code = "key_session_unavailable"
-    status = 409
 
 
 @dataclass

@@ -27,7 +27,7 @@ from memframe.crypto import plaintext_size
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock, Database
-from memframe.service.keysessions import KeySessions
+from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS, KeySessions
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 if TYPE_CHECKING:
@@ -49,10 +49,19 @@ def check_file_path(path: str) -> str:
 class MemoryService:
     """Files, versions, policy and Clear: the part of the contract people write through."""
 
-    def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        clock: Clock = time.time,
+        key_session_idle: float = DEFAULT_IDLE_SECONDS,
+        key_session_lifetime: float = DEFAULT_LIFETIME_SECONDS,
+    ) -> None:
+        """`key_session_idle` and `key_session_lifetime` (seconds) bound how long a key stays in RAM:
+        unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`)."""
         self.db = Database(db_path, clock=clock)
         self.accounts = Accounts(self.db)
-        self.key_sessions = KeySessions(clock)
+        self.key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
 
     @cached_property
     def assistant(self) -> AssistantService:
