@@ -285,3 +285,23 @@ def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
         assert {"Changes at its revision", "AI on/off", "Proposals"} <= titles
 
     drive(app, script)
+
+
+def test_the_assistant_survives_the_servers_idle_eviction(stage: Stage) -> None:
+    """The frame's cached key session is evicted after 30 idle minutes; the next send opens a fresh one."""
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        await ask(pilot, "what do you know?")
+        first = stage.frame.key_session()
+        stage.clock.now += 31 * 60
+        await ask(pilot, "still there?")
+        [one, two] = screen.conversation.exchanges
+        assert (one.revision, two.revision, two.error) == (1, 1, None)
+        assert "receipt: memory revision 1 was used" in shown(screen)
+        assert stage.frame.key_session() != first
+
+    drive(app, script)
