@@ -165,6 +165,7 @@ async def clear(host: FlowHost) -> None:
     outcome = await host.write(WriteRequest.clear(state.base_version))
     while outcome.conflict and outcome.server is not None:
         if not await host.ask(ClearConflict(outcome.server, outcome.policy, now=host.clock())):
+            state.settle_conflict()
             host.say(f"Kept version {outcome.server.version}; nothing was cleared.")
             return
         outcome = await host.write(WriteRequest.clear(outcome.server.version))

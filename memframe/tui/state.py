@@ -150,14 +150,24 @@ class DocumentState:
     def edit(self, text: str) -> None:
         self.draft = text
 
-    def adopt(self, doc: MemoryDocument) -> None:
-        """Take the server's document as both base and draft (load, reload, discard)."""
+    def adopt(self, doc: MemoryDocument, *, settles: bool = True) -> None:
+        """Take the server's document as both base and draft (load, reload, discard).
+
+        Taking the server's text resolves a refused Save (`settles`): the Assistant is given memory
+        again. A refused Clear shows the newer text without settling: the person asked for it to be
+        cleared, so memory stays withheld until they retry or keep it (`settle_conflict`)."""
+        if settles:
+            self.save_state.take_server_version(doc.version)
         self.loaded = True
         self.server_text = doc.text
         self.base_version = doc.version
         self.deleted = doc.deleted
         self.draft = doc.text
         self.conflict = None
+
+    def settle_conflict(self) -> None:
+        """The person kept the server's base version after a refused write: the conflict is resolved."""
+        self.save_state.take_server_version(self.base_version)
 
     def discard(self) -> None:
         """Drop the draft; the editor goes back to the base version's text."""
@@ -185,7 +195,7 @@ class DocumentState:
             self.conflict = outcome.server
             if kind is WriteKind.CLEAR:
                 # The draft was resolved before the Clear, so showing the newer text loses nothing.
-                self.adopt(outcome.server)
+                self.adopt(outcome.server, settles=False)
                 self.conflict = outcome.server
         self.say(_failure(outcome, error), error=True)
 
