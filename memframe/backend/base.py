@@ -202,7 +202,9 @@ class Backend(Protocol):
 
     def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
         """Apply a proposal as a normal human Save against `base_version`. Refused if it was made
-        before a Clear; an edit whose target line changed is an EditRefused (a conflict to show)."""
+        before a Clear; an edit whose target line changed is an EditRefused (a conflict to show).
+        If the Save landed but marking the proposal applied failed: ProposalNotMarked, whose `info`
+        is the acknowledged version (the write happened; the caller moves to it)."""
 
     def dismiss_proposal(self, proposal_id: str) -> None:
         """Drop a proposal without changing memory."""

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from memframe.backend.base import MemoryStore
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import apply_memory_changes, parse_changes
-from memframe.core.errors import CaptureRefused, KeySessionUnavailable, MemframeError, NotFound, VersionConflict
+from memframe.core.errors import (
+    CaptureRefused,
+    KeySessionUnavailable,
+    MemframeError,
+    NotFound,
+    ProposalNotMarked,
+    VersionConflict,
+)
 from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
@@ -218,7 +225,10 @@ class SealedBackend:
         if current.version != base_version:
             raise VersionConflict(current.version)
         info = self.save(apply_memory_changes(current.text, list(proposal.changes)), base_version)
-        self.store.resolve_proposal(proposal_id, "applied")
+        try:
+            self.store.resolve_proposal(proposal_id, "applied")
+        except MemframeError as exc:  # the Save landed: say so, with its version, never "not applied"
+            raise ProposalNotMarked(info, exc) from None
         return info
 
     def dismiss_proposal(self, proposal_id: str) -> None:

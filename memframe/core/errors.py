@@ -17,6 +17,7 @@
     ├── KeySessionUnavailable   409  the key session is closed, expired, evicted or unknown
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
     ├── KeyFileError            400  a key file is missing or unreadable
+    ├── ProposalNotMarked       ---  a proposal's Save landed, marking it applied did not (client only)
     └── Unavailable             503  offline, timed out, or the server failed
 
 The HTTP layer maps to and from these in exactly one place: `to_payload`
@@ -195,6 +196,26 @@ class KeyFileError(MemframeError):
 
     code = "key_unavailable"
     status = 400
+
+
+class ProposalNotMarked(MemframeError):
+    """A proposal was applied (its Save was acknowledged) but could not be marked applied.
+
+    Not a failure of the write: `info` is the exact version the server acknowledged, and the
+    caller must move to it as after any Save. The proposal still shows as pending.
+    """
+
+    code = "proposal_not_marked"
+    status = 500
+
+    def __init__(self, info: Any, reason: MemframeError) -> None:
+        super().__init__(
+            f"Applied as version {info.version}; could not mark the proposal applied ({reason}); "
+            "if it still shows as pending, dismiss it.",
+            version=info.version,
+        )
+        self.info = info
+        self.reason = reason
 
 
 class Unavailable(MemframeError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memframe.backend.base import Backend
-from memframe.core.errors import MemframeError, Unavailable, VersionConflict
+from memframe.core.errors import MemframeError, ProposalNotMarked, Unavailable, VersionConflict
 from memframe.core.types import MemoryDocument, Mode, Policy, VersionInfo
 from memframe.tui.state import WriteKind, WriteOutcome, WriteRequest
 
@@ -56,6 +56,7 @@ def load(backend: Backend) -> LoadOutcome:
 def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
     """One direct upload. On a conflict, also read the newer document so it can be shown."""
     text = request.text
+    warning = ""
     try:
         if request.kind is WriteKind.SAVE:
             info = backend.save(text, request.base_version, revive=request.revive)
@@ -64,7 +65,10 @@ def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
             info = backend.clear(request.base_version)
         elif request.kind is WriteKind.APPLY:
             assert request.proposal is not None
-            info = backend.apply_proposal(request.proposal.id, request.base_version)
+            try:
+                info = backend.apply_proposal(request.proposal.id, request.base_version)
+            except ProposalNotMarked as exc:  # the Save landed: an outcome with its version and a warning
+                info, warning = exc.info, str(exc)
             # The backend applied the edits to exactly `base_version`'s text, as `text` was computed;
             # reading the revision back makes the editor show what the server holds even so.
             applied = attempt(lambda: backend.read_revision(info.version))[0]
@@ -80,7 +84,7 @@ def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
     except Exception as exc:
         return WriteOutcome(request, text, error=as_error(exc))
     policy = attempt(backend.get_policy)[0] if request.kind is WriteKind.CLEAR else None
-    return WriteOutcome(request, text, info=info, policy=policy)
+    return WriteOutcome(request, text, info=info, policy=policy, warning=warning)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,8 @@ class WriteOutcome:
     error: MemframeError | None = None
     server: MemoryDocument | None = None
     policy: Policy | None = None
+    #: A write that landed with something left undone (a proposal applied but not marked applied).
+    warning: str = ""
 
     @property
     def ok(self) -> bool:
@@ -188,7 +190,7 @@ class DocumentState:
             self.conflict = None
             if kind is not WriteKind.SAVE:
                 self.draft = outcome.text
-            self.say(_success(outcome))
+            self.say(_success(outcome), error=bool(outcome.warning))
             return
         error = outcome.error
         if outcome.conflict and outcome.server is not None:
@@ -215,6 +217,8 @@ def _success(outcome: WriteOutcome) -> str:
         return f"Restored revision {outcome.request.revision} as version {version}."
     if kind is WriteKind.APPLY:
         assert outcome.request.proposal is not None
+        if outcome.warning:
+            return f"Proposal {outcome.request.proposal.id}: {outcome.warning}"
         return f"Applied proposal {outcome.request.proposal.id}: the server acknowledged version {version}."
     return f"Saved: the server acknowledged version {version}."
 
