@@ -173,8 +173,43 @@ def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -
         return 0
 
     monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    code, _, err = run(capsys)  # the first run, under the default name: created without asking
+    assert code == 0 and "Created local workspace 'default'." in err
+    code, _, err = run(capsys)
+    assert code == 0 and "Created" not in err
+    assert opened == ["default", "default"]
+
+
+def test_a_mistyped_workspace_is_never_created_without_asking(capsys, monkeypatch, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    from memframe.backend.workspaces import local_workspaces
+
+    opened: list[str] = []
+
+    def fake_run_frame(backend) -> int:  # type: ignore[no-untyped-def]
+        opened.append(backend.workspace_id)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    code, _, err = run(capsys, "-w", "fresh")  # not the default: even on a first run, a script is refused
+    assert code == EXIT_ERROR and err.count("\n") == 1
+    assert "There is no local workspace 'fresh' (this machine has none yet); nothing was created." in err
+    assert "memframe init --workspace fresh" in err
+    assert run(capsys, "init", "-w", "notes")[0] == 0
+    code, _, err = run(capsys, "-w", "notse")
+    assert code == EXIT_ERROR and "(this machine has 'notes')" in err
+    code, _, err = run(capsys)  # the default name once other workspaces exist: asked too
+    assert code == EXIT_ERROR and "no local workspace 'default'" in err
+    assert local_workspaces() == ["notes"] and opened == []
+    assert not (memframe_home / "keys" / "local" / "notse.key").exists()
+
+    # at a terminal the person is asked; only "y" creates
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    answers = iter(["", "y"])
+    monkeypatch.setattr("builtins.input", lambda question: next(answers))
+    code, _, err = run(capsys, "-w", "notse")
+    assert code == EXIT_ERROR and "Nothing was created." in err and local_workspaces() == ["notes"]
     code, _, err = run(capsys, "-w", "fresh")
     assert code == 0 and "Created local workspace 'fresh'." in err
-    code, _, err = run(capsys, "-w", "fresh")
-    assert code == 0 and "Created" not in err
-    assert opened == ["fresh", "fresh"]
+    assert local_workspaces() == ["fresh", "notes"] and opened == ["fresh"]

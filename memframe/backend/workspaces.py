@@ -96,14 +96,19 @@ def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db
 
 
 def local_workspace_exists(workspace_id: str, db_path: Path | None = None) -> bool:
+    return workspace_id in local_workspaces(db_path)
+
+
+def local_workspaces(db_path: Path | None = None) -> list[str]:
+    """The local workspaces on this machine (none before the first run)."""
     db = db_path or paths.local_database()
     if not db.exists():
-        return False
+        return []
     from memframe.service import MemoryService
 
     service = MemoryService(db)
     try:
-        return workspace_id in service.accounts.workspaces()
+        return sorted(service.accounts.workspaces())
     finally:
         service.close()
 
