@@ -122,22 +122,49 @@ async def save(host: FlowHost) -> bool:
 
 
 async def resolve_draft(host: FlowHost, purpose: str) -> bool:
-    """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on."""
+    """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on.
+
+    After a failed Save (offline, a refused token) the dialog also offers to write the draft to a
+    file, so the person is never left choosing between waiting and discarding."""
     host.sync_draft()
     state = host.state
     if not state.dirty:
         return True
     from memframe.tui.dialogs import SaveDiscardCancel
 
-    choice = await host.ask(SaveDiscardCancel(purpose, state.base_version, state.size))
+    dialog = SaveDiscardCancel(purpose, state.base_version, state.size, offer_file=state.save_failed)
+    choice = await host.ask(dialog)
     if choice == "discard":
         state.discard()
         host.show(state.draft)
         return True
     if choice == "save":
         return await save(host)
+    if choice == "file":
+        return draft_to_file(host)
     host.say("Cancelled; your draft is still here.")
     return False
+
+
+def draft_to_file(host: FlowHost) -> bool:
+    """Write the draft to a private file (`memframe.backend.drafts`); True when it is written.
+
+    The editor keeps the draft: the file is a copy the person can Save from later."""
+    from memframe.backend.drafts import write_draft
+
+    host.sync_draft()
+    state = host.state
+    if not state.loaded:
+        host.say("The memory is not loaded, so there is no draft to write.", error=True)
+        return False
+    try:
+        path = write_draft(state.workspace_id, state.draft, now=host.clock())
+    except OSError as exc:
+        host.say(f"Could not write the draft to a file: {exc.strerror or exc}. It is still here.", error=True)
+        return False
+    host.say(f"Your draft is in {path} (mode 0600, plain text): paste it in and Save when the server "
+             "takes it, then delete the file.")  # fmt: skip
+    return True
 
 
 async def reload(host: FlowHost) -> None:
@@ -210,8 +237,15 @@ async def mode(host: FlowHost) -> None:
 
 
 async def leave(host: FlowHost) -> None:
-    if await resolve_draft(host, "before quitting"):
-        host.quit()
+    """Quit once the draft is settled. A Save chosen here that fails asks again, now offering to write
+    the draft to a file; Cancel (or keeping a conflicted draft) stays in the frame."""
+    while True:
+        failures = host.state.failed_saves
+        if await resolve_draft(host, "before quitting"):
+            host.quit()
+            return
+        if host.state.failed_saves == failures:
+            return  # cancelled, kept a conflicted draft, or the file could not be written
 
 
 def applied(text: str, proposal: Proposal) -> str | None:

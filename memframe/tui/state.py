@@ -105,6 +105,11 @@ class DocumentState:
         self.writing: WriteRequest | None = None
         #: A newer server document that refused our last write, until resolved.
         self.conflict: MemoryDocument | None = None
+        #: The last Save of this draft failed for a reason other than a conflict (offline, a refused
+        #: token), so the draft may have nowhere to go but a file (`flows.draft_to_file`).
+        self.save_failed = False
+        #: How many Saves have failed that way in this session (a flow can tell "it just failed").
+        self.failed_saves = 0
         #: One line for the person: the last failure (error=True) or success.
         self.message = ""
         self.message_is_error = False
@@ -166,6 +171,7 @@ class DocumentState:
         self.deleted = doc.deleted
         self.draft = doc.text
         self.conflict = None
+        self.save_failed = False
 
     def settle_conflict(self) -> None:
         """The person kept the server's base version after a refused write: the conflict is resolved."""
@@ -188,11 +194,15 @@ class DocumentState:
             self.base_version = outcome.info.version
             self.deleted = False
             self.conflict = None
+            self.save_failed = False
             if kind is not WriteKind.SAVE:
                 self.draft = outcome.text
             self.say(_success(outcome), error=bool(outcome.warning))
             return
         error = outcome.error
+        if kind is WriteKind.SAVE and not outcome.conflict:
+            self.save_failed = True
+            self.failed_saves += 1
         if outcome.conflict and outcome.server is not None:
             self.conflict = outcome.server
             if kind is WriteKind.CLEAR:
@@ -201,6 +211,9 @@ class DocumentState:
                 self.conflict = outcome.server
         self.say(_failure(outcome, error), error=True)
 
+
+#: The key that writes the draft to a file (the main screen's `memframe.draft_file` binding).
+DRAFT_FILE_KEY = "f4"
 
 #: EditRefused reasons that mean the line a proposal targets has changed since it was made.
 TARGET_GONE = ("no_match", "ambiguous", "ambiguous_heading")
@@ -238,8 +251,9 @@ def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
         if kind is WriteKind.CLEAR:
             return f"{verb}: version {newer} was written first; nothing was cleared. Retry Clear explicitly."
         return f"{verb}: version {newer} is newer on the server. Your draft is kept; ctrl+s to review."
-    keep = "Your draft is kept here" if kind is WriteKind.SAVE else "Nothing changed"
-    return f"{verb}: {reason} {keep}; nothing is queued."
+    if kind is WriteKind.SAVE:
+        return f"{verb}: {reason} Your draft is kept here; nothing is queued. {DRAFT_FILE_KEY} writes it to a file."
+    return f"{verb}: {reason} Nothing changed; nothing is queued."
 
 
 def target_changed(proposal: Proposal | None, base_version: int, error: EditRefused) -> str:

@@ -645,3 +645,67 @@ def test_a_deleted_document_is_restored_only_by_an_explicit_choice(stage: Stage,
 
     drive(app, script)
     assert stage.other.load().text == "- back\n"
+
+
+# --- issue 21: a draft the server will not take ------------------------------------------------------
+
+
+def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memframe_home: Any) -> None:
+    """Revoked token: Save fails, the dialog asks again with "Write to a file", and the draft lands in
+    drafts/<workspace>-<time>.md, mode 0600, before the frame quits."""
+    import stat
+
+    stage.other.save(TEXT, 0)
+    stage.frame = Refusing(stage.frame._backend)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- my unsaveable line\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, SaveDiscardCancel) and not dialog.offer_file  # nothing failed yet
+        await pilot.press("w")  # not offered yet: does nothing
+        await settle(pilot)
+        assert app.screen is dialog
+        await pilot.press("s")  # Save: refused (revoked token)
+        await settle(pilot)
+        again = app.screen
+        assert isinstance(again, SaveDiscardCancel) and again.offer_file and app.is_running
+        await pilot.press("w")
+        await settle(pilot)
+
+    drive(app, script)
+    assert app.return_code == 0
+    [written] = sorted((memframe_home / "drafts").iterdir())
+    assert written.name == "default-20261223-042640.md"
+    assert written.read_text(encoding="utf-8") == TEXT + "- my unsaveable line\n"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stage.other.load().version == 1
+
+
+def test_a_failed_save_says_f4_writes_the_draft_to_a_file(stage: Stage, memframe_home: Any) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- offline edit\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "f4 writes it to a file" in app.state.message and app.state.save_failed
+        await pilot.press("f4")
+        await settle(pilot)
+        [written] = list((memframe_home / "drafts").iterdir())
+        assert f"Your draft is in {written} (mode 0600" in app.state.message
+        assert app.state.dirty  # the editor keeps the draft; the file is a copy
+        await pilot.press("f4")  # a second copy never overwrites the first
+        await settle(pilot)
+        assert len(list((memframe_home / "drafts").iterdir())) == 2
+        stage.frame.down = False
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.save_failed) == (2, False)
+
+    drive(app, script)

@@ -58,6 +58,8 @@ class MemoryScreen(Screen[None]):
                 id="memframe.assistant"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.proposals"),
+        Binding("f4", "draft_file", "Draft to file", tooltip="Write the draft to a private file (when a Save fails)",
+                show=False, id="memframe.draft_file"),
     ]  # fmt: skip
 
     def __init__(
@@ -217,6 +219,12 @@ class MemoryScreen(Screen[None]):
 
     def action_mode(self) -> None:
         self.run_flow("changing the mode", lambda: flows.mode(self))
+
+    def action_draft_file(self) -> None:
+        async def flow() -> None:
+            flows.draft_to_file(self)
+
+        self.run_flow("writing the draft to a file", flow)
 
     def action_preview(self) -> None:
         self.editor.preview = not self.editor.preview
