@@ -167,7 +167,7 @@ def test_python_dash_m_and_light_start_up(memframe_home: Path) -> None:
 def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     opened: list[str] = []
 
-    def fake_run_frame(backend) -> int:  # type: ignore[no-untyped-def]
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
         opened.append(backend.workspace_id)
         backend.close()
         return 0
@@ -185,7 +185,7 @@ def test_a_mistyped_workspace_is_never_created_without_asking(capsys, monkeypatc
 
     opened: list[str] = []
 
-    def fake_run_frame(backend) -> int:  # type: ignore[no-untyped-def]
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
         opened.append(backend.workspace_id)
         backend.close()
         return 0
@@ -213,3 +213,20 @@ def test_a_mistyped_workspace_is_never_created_without_asking(capsys, monkeypatc
     code, _, err = run(capsys, "-w", "fresh")
     assert code == 0 and "Created local workspace 'fresh'." in err
     assert local_workspaces() == ["fresh", "notes"] and opened == ["fresh"]
+
+
+def test_the_frame_polls_every_three_seconds_unless_told(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    seen: list[dict[str, float]] = []
+
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
+        seen.append(options)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    assert run(capsys)[0] == 0
+    assert run(capsys, "--poll", "0")[0] == 0
+    assert seen == [{"poll_seconds": 3.0}, {"poll_seconds": 0.0}]
+    with pytest.raises(SystemExit) as usage:  # argparse's own usage error: exit 2
+        main(["--poll", "0.1"])
+    assert usage.value.code == 2 and "at least 0.5 seconds" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from memframe.core.errors import (
     VersionConflict,
 )
 from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
-from memframe.core.types import MemoryDocument, Mode, Policy, StoredVersion, VersionInfo
+from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, StoredVersion, VersionInfo
 
 __all__ = [
     "Backend",
@@ -169,6 +169,10 @@ class Backend(Protocol):
 
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         """Revisions newest first, one page, without decrypting anything."""
+
+    def head(self) -> MemoryHead:
+        """The head revision's metadata and the policy, cheaply (two small reads, no text, nothing
+        decrypted): what a frame left open polls to notice a Save, Clear, capture or mode change."""
 
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""

@@ -25,7 +25,7 @@ from memframe.core.errors import (
 )
 from memframe.core.paths import proposal_path, transcript_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
-from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, VersionInfo
+from memframe.core.types import MEMORY_PATH, MemoryDocument, MemoryHead, Mode, Operation, Policy, VersionInfo
 from memframe.crypto import open_sealed, opener, seal
 
 
@@ -88,6 +88,10 @@ class SealedBackend:
 
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         return self.store.list_versions(MEMORY_PATH, limit=limit, before=before)
+
+    def head(self) -> MemoryHead:
+        rows = self.store.list_versions(MEMORY_PATH, limit=1)
+        return MemoryHead(rows[0] if rows else None, self.store.get_policy())
 
     def read_revision(self, version: int) -> str:
         if version < 1:

@@ -190,7 +190,7 @@ def cmd_frame(args: argparse.Namespace) -> int:
         backend = open_workspace(args)
     from memframe.tui.app import run_frame
 
-    return run_frame(backend)
+    return run_frame(backend, poll_seconds=args.poll)
 
 
 def _may_create(args: argparse.Namespace, existing: list[str]) -> bool:
@@ -219,9 +219,26 @@ def _may_create(args: argparse.Namespace, existing: list[str]) -> bool:
     return False
 
 
+def _poll_seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= number < float("inf") or 0 < number < 0.5:
+        raise argparse.ArgumentTypeError("use 0 (never) or at least 0.5 seconds")
+    return number
+
+
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the frame and the memory commands to the memframe command."""
-    add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    p = add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    p.add_argument(
+        "--poll",
+        type=_poll_seconds,
+        default=3.0,
+        metavar="SECONDS",
+        help="how often the frame looks for changes made elsewhere (default: 3; 0 = never)",
+    )
     p = add_command(sub, common, "init", cmd_init, "create a workspace and its key")
     p.add_argument("--passphrase", action="store_true", help="wrap the key file with a passphrase")
     p = add_command(sub, common, "show", cmd_show, "print the current memory, its version and size")

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from memframe.backend.base import Backend
 from memframe.core.errors import MemframeError, ProposalNotMarked, Unavailable, VersionConflict
-from memframe.core.types import MemoryDocument, Mode, Policy, VersionInfo
+from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, VersionInfo
 from memframe.tui.state import WriteKind, WriteOutcome, WriteRequest
 
 T = TypeVar("T")
@@ -51,6 +51,19 @@ def load(backend: Backend) -> LoadOutcome:
         return LoadOutcome(None, None, error)
     policy, error = attempt(backend.get_policy)
     return LoadOutcome(doc, policy, error)
+
+
+@dataclass(frozen=True)
+class HeadOutcome:
+    """The server's head revision and policy (the frame's poll), or why they could not be read."""
+
+    head: MemoryHead | None
+    error: MemframeError | None = None
+
+
+def head(backend: Backend) -> HeadOutcome:
+    found, error = attempt(backend.head)
+    return HeadOutcome(found, error)
 
 
 def write(backend: Backend, request: WriteRequest) -> WriteOutcome:

@@ -108,6 +108,10 @@ class DocumentState:
         #: The last Save of this draft failed for a reason other than a conflict (offline, a refused
         #: token), so the draft may have nowhere to go but a file (`flows.draft_to_file`).
         self.save_failed = False
+        #: A newer version the head poll saw on the server while the editor held a draft (or was busy).
+        self.newer: int | None = None
+        #: The head poll could not reach the server last time (said once, not on every tick).
+        self.poll_failing = False
         #: How many Saves have failed that way in this session (a flow can tell "it just failed").
         self.failed_saves = 0
         #: One line for the person: the last failure (error=True) or success.
@@ -145,6 +149,13 @@ class DocumentState:
         return last.version if last.kind == "saved" else None
 
     @property
+    def newer_version(self) -> int | None:
+        """A version on the server newer than the draft's base: from a refused write or the poll."""
+        seen = [v for v in (self.newer, None if self.conflict is None else self.conflict.version) if v is not None]
+        newest = max(seen, default=0)
+        return newest if newest > self.base_version else None
+
+    @property
     def mode(self) -> Mode | None:
         return None if self.policy is None else self.policy.mode
 
@@ -172,6 +183,8 @@ class DocumentState:
         self.draft = doc.text
         self.conflict = None
         self.save_failed = False
+        if self.newer is not None and self.newer <= doc.version:
+            self.newer = None
 
     def settle_conflict(self) -> None:
         """The person kept the server's base version after a refused write: the conflict is resolved."""
@@ -195,6 +208,8 @@ class DocumentState:
             self.deleted = False
             self.conflict = None
             self.save_failed = False
+            if self.newer is not None and self.newer <= outcome.info.version:
+                self.newer = None
             if kind is not WriteKind.SAVE:
                 self.draft = outcome.text
             self.say(_success(outcome), error=bool(outcome.warning))
