@@ -230,3 +230,17 @@ def test_the_frame_polls_every_three_seconds_unless_told(capsys, monkeypatch) ->
     with pytest.raises(SystemExit) as usage:  # argparse's own usage error: exit 2
         main(["--poll", "0.1"])
     assert usage.value.code == 2 and "at least 0.5 seconds" in capsys.readouterr().err
+
+
+def test_key_export_and_import_name_their_variable_when_there_is_no_terminal(  # type: ignore[no-untyped-def]
+    capsys, initialised, monkeypatch, tmp_path: Path
+) -> None:
+    export = tmp_path / "default.mfkey"
+    code, _, err = run(capsys, "key", "export", str(export))  # no terminal, no variable
+    assert code == EXIT_ERROR
+    assert err == "memframe: No terminal to ask for a passphrase: set MEMFRAME_EXPORT_PASSPHRASE.\n"
+    monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "pass for bob")
+    assert run(capsys, "key", "export", str(export))[0] == 0
+    monkeypatch.delenv("MEMFRAME_EXPORT_PASSPHRASE")
+    code, _, err = run(capsys, "key", "import", str(export), "--force")
+    assert code == EXIT_ERROR and "set MEMFRAME_EXPORT_PASSPHRASE." in err and err.count("\n") == 1
