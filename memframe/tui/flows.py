@@ -72,8 +72,8 @@ class FlowHost(Protocol):
         """Run `request` on a worker thread; the outcome is applied to `state` before this returns."""
         ...
 
-    def quit(self) -> None:
-        """End the frame (the draft is settled by then)."""
+    def quit(self, farewell: str | None = None) -> None:
+        """End the frame (the draft is settled by then); `farewell` is printed once the terminal is back."""
 
 
 def take(host: FlowHost, doc: MemoryDocument, message: str, *, error: bool = False) -> None:
@@ -135,7 +135,8 @@ async def resolve_draft(host: FlowHost, purpose: str) -> bool:
         return True
     from memframe.tui.dialogs import SaveDiscardCancel
 
-    dialog = SaveDiscardCancel(purpose, state.base_version, state.size, offer_file=state.save_failed)
+    offline = state.save_failed or state.poll_failing  # a Save failed, or the poll cannot reach the server
+    dialog = SaveDiscardCancel(purpose, state.base_version, state.size, offer_file=offline)
     choice = await host.ask(dialog)
     if choice == "discard":
         state.discard()
@@ -165,6 +166,7 @@ def draft_to_file(host: FlowHost) -> bool:
     except OSError as exc:
         host.say(f"Could not write the draft to a file: {exc.strerror or exc}. It is still here.", error=True)
         return False
+    state.draft_file = path
     host.say(f"Your draft is in {path} (mode 0600, plain text): paste it in and Save when the server "
              "takes it, then delete the file.")  # fmt: skip
     return True
@@ -242,10 +244,12 @@ async def mode(host: FlowHost) -> None:
 async def leave(host: FlowHost) -> None:
     """Quit once the draft is settled. A Save chosen here that fails asks again, now offering to write
     the draft to a file; Cancel (or keeping a conflicted draft) stays in the frame."""
+    written = host.state.draft_file
     while True:
         failures = host.state.failed_saves
         if await resolve_draft(host, "before quitting"):
-            host.quit()
+            # Written to a file on the way out: say where once more, after the frame has gone.
+            host.quit(host.state.message if host.state.draft_file != written else None)
             return
         if host.state.failed_saves == failures:
             return  # cancelled, kept a conflicted draft, or the file could not be written

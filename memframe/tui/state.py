@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import EditRefused, MemframeError, VersionConflict
@@ -112,6 +113,8 @@ class DocumentState:
         self.newer: int | None = None
         #: The head poll could not reach the server last time (said once, not on every tick).
         self.poll_failing = False
+        #: The last file a draft was written to (`flows.draft_to_file`).
+        self.draft_file: Path | None = None
         #: How many Saves have failed that way in this session (a flow can tell "it just failed").
         self.failed_saves = 0
         #: One line for the person: the last failure (error=True) or success.

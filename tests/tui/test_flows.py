@@ -658,6 +658,14 @@ def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memfra
     stage.other.save(TEXT, 0)
     stage.frame = Refusing(stage.frame._backend)
     app = stage.app()
+    farewells: list[str | None] = []
+    exit_app = app.exit
+
+    def exit_saying(*args: Any, message: str | None = None, **kwargs: Any) -> None:
+        farewells.append(message)
+        exit_app(*args, **kwargs)
+
+    app.exit = exit_saying  # type: ignore[method-assign]
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- my unsaveable line\n")
@@ -665,7 +673,7 @@ def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memfra
         await pilot.press("ctrl+q")
         await settle(pilot)
         dialog = app.screen
-        assert isinstance(dialog, SaveDiscardCancel) and not dialog.offer_file  # nothing failed yet
+        assert isinstance(dialog, SaveDiscardCancel) and not dialog.offer_file  # nothing has failed yet
         await pilot.press("w")  # not offered yet: does nothing
         await settle(pilot)
         assert app.screen is dialog
@@ -679,6 +687,7 @@ def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memfra
     drive(app, script)
     assert app.return_code == 0
     [written] = sorted((memframe_home / "drafts").iterdir())
+    assert f"Your draft is in {written}" in (farewells[0] or "")  # printed once the terminal is back
     assert written.name == "default-20261223-042640.md"
     assert written.read_text(encoding="utf-8") == TEXT + "- my unsaveable line\n"
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
@@ -821,3 +830,22 @@ def test_the_poll_runs_on_a_timer_only_when_asked_and_stops_with_the_frame(stage
         assert main_screen(pilot).poll_timer is None
 
     drive(quiet, none)
+
+
+def test_quit_while_the_poll_cannot_reach_the_server_offers_the_file_at_once(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- draft\n")
+        stage.frame.down = True
+        await poll(pilot)
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, SaveDiscardCancel) and dialog.offer_file
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.is_running and app.state.dirty
+
+    drive(app, script)

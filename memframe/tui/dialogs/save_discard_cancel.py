@@ -49,13 +49,14 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
             if self.offer_file:
                 from memframe.backend.drafts import drafts_dir
 
-                yield Static(f"The last Save failed. Write to a file keeps the draft in {drafts_dir()} (mode 0600).")
+                yield Static(f"The server is not taking Saves now. Write to file keeps the draft in {drafts_dir()} "
+                             "(mode 0600).")  # fmt: skip
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Discard", id="discard", variant="error")
                 yield Button("Cancel", id="cancel")
                 if self.offer_file:
-                    yield Button("Write to a file", id="file")
+                    yield Button("Write to file", id="file")
 
         yield Footer()
 

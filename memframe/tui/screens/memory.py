@@ -242,8 +242,8 @@ class MemoryScreen(Screen[None]):
     async def ask(self, dialog: Screen[ScreenResultType]) -> ScreenResultType:
         return await self.app.push_screen_wait(dialog)  # type: ignore[no-any-return]
 
-    def quit(self) -> None:
-        self.app.exit(0)
+    def quit(self, farewell: str | None = None) -> None:
+        self.app.exit(0, message=farewell)
 
     # --- actions: keys, footer and command palette ---------------------------------------------
 
