@@ -110,14 +110,16 @@ def memframe_step(s: State, op: Op) -> State | None:
 
         ("save"|"clear", base)                        -> ("ok", version) | ("conflict", current)
         ("mode", mode, expected_revision)             -> ("ok", mode, revision) | ("conflict", current_revision)
-        ("admit", conversation)                       -> ("ok", admission, mode, revision, generation)
+        ("admit", conversation, key_session)          -> ("ok", admission, mode, revision, generation)
+                                                         | ("no key session",)
         ("capture", admission, conversation, mode, revision, generation, key_session, expected_version)
                                   -> ("ok", version) | ("conflict", current) | ("fenced",) | ("no key session",)
         ("revoke", key_session)                       -> ("ok",) | ("not found",)
 
     A capture resolves its key session in RAM before its batch, and a revocation forgets the key
     only after its durable row: so "no key session" is a possible answer exactly when the
-    revocation row precedes the capture.
+    revocation row precedes the capture. Ingress checks the session the same way before it writes
+    (issue 21), so the same holds for an admission, which then writes nothing.
     """
     kind, args, result = op.kind, op.args, op.result
     if kind in ("save", "clear"):
@@ -138,7 +140,9 @@ def memframe_step(s: State, op: Op) -> State | None:
             return None
         return State(s.version, s.generation, new_mode, new_revision, s.slots, s.consumed, s.revoked)
     if kind == "admit":
-        (conversation,) = args
+        conversation, session = args
+        if result == ("no key session",):
+            return s if session in s.revoked else None
         status, admission, mode, revision, generation = result
         if (status, mode, revision, generation) != ("ok", s.mode, s.revision, s.generation):
             return None
