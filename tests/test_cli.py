@@ -182,14 +182,80 @@ def test_python_dash_m_and_light_start_up(memframe_home: Path) -> None:
 def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     opened: list[str] = []
 
-    def fake_run_frame(backend) -> int:  # type: ignore[no-untyped-def]
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
         opened.append(backend.workspace_id)
         backend.close()
         return 0
 
     monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    code, _, err = run(capsys)  # the first run, under the default name: created without asking
+    assert code == 0 and "Created local workspace 'default'." in err
+    code, _, err = run(capsys)
+    assert code == 0 and "Created" not in err
+    assert opened == ["default", "default"]
+
+
+def test_a_mistyped_workspace_is_never_created_without_asking(capsys, monkeypatch, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    from memframe.backend.workspaces import local_workspaces
+
+    opened: list[str] = []
+
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
+        opened.append(backend.workspace_id)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    code, _, err = run(capsys, "-w", "fresh")  # not the default: even on a first run, a script is refused
+    assert code == EXIT_ERROR and err.count("\n") == 1
+    assert "There is no local workspace 'fresh' (this machine has none yet); nothing was created." in err
+    assert "memframe init --workspace fresh" in err
+    assert run(capsys, "init", "-w", "notes")[0] == 0
+    code, _, err = run(capsys, "-w", "notse")
+    assert code == EXIT_ERROR and "(this machine has 'notes')" in err
+    code, _, err = run(capsys)  # the default name once other workspaces exist: asked too
+    assert code == EXIT_ERROR and "no local workspace 'default'" in err
+    assert local_workspaces() == ["notes"] and opened == []
+    assert not (memframe_home / "keys" / "local" / "notse.key").exists()
+
+    # at a terminal the person is asked; only "y" creates
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("sys.stderr.isatty", lambda: True)
+    answers = iter(["", "y"])
+    monkeypatch.setattr("builtins.input", lambda question: next(answers))
+    code, _, err = run(capsys, "-w", "notse")
+    assert code == EXIT_ERROR and "Nothing was created." in err and local_workspaces() == ["notes"]
     code, _, err = run(capsys, "-w", "fresh")
     assert code == 0 and "Created local workspace 'fresh'." in err
-    code, _, err = run(capsys, "-w", "fresh")
-    assert code == 0 and "Created" not in err
-    assert opened == ["fresh", "fresh"]
+    assert local_workspaces() == ["fresh", "notes"] and opened == ["fresh"]
+
+
+def test_the_frame_polls_every_three_seconds_unless_told(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    seen: list[dict[str, float]] = []
+
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
+        seen.append(options)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    assert run(capsys)[0] == 0
+    assert run(capsys, "--poll", "0")[0] == 0
+    assert seen == [{"poll_seconds": 3.0}, {"poll_seconds": 0.0}]
+    with pytest.raises(SystemExit) as usage:  # argparse's own usage error: exit 2
+        main(["--poll", "0.1"])
+    assert usage.value.code == 2 and "at least 0.5 seconds" in capsys.readouterr().err
+
+
+def test_key_export_and_import_name_their_variable_when_there_is_no_terminal(  # type: ignore[no-untyped-def]
+    capsys, initialised, monkeypatch, tmp_path: Path
+) -> None:
+    export = tmp_path / "default.mfkey"
+    code, _, err = run(capsys, "key", "export", str(export))  # no terminal, no variable
+    assert code == EXIT_ERROR
+    assert err == "memframe: No terminal to ask for a passphrase: set MEMFRAME_EXPORT_PASSPHRASE.\n"
+    monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "pass for bob")
+    assert run(capsys, "key", "export", str(export))[0] == 0
+    monkeypatch.delenv("MEMFRAME_EXPORT_PASSPHRASE")
+    code, _, err = run(capsys, "key", "import", str(export), "--force")
+    assert code == EXIT_ERROR and "set MEMFRAME_EXPORT_PASSPHRASE." in err and err.count("\n") == 1

@@ -140,9 +140,9 @@ class Server:
 
 
 @contextmanager
-def serving(db: str) -> Iterator[Server]:
+def serving(db: str, *options: str) -> Iterator[Server]:
     process = subprocess.Popen(
-        [sys.executable, "-m", "memframe", "serve", "--db", db, "--port", "0"],
+        [sys.executable, "-m", "memframe", "serve", "--db", db, "--port", "0", *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -249,3 +249,57 @@ def test_serve_says_so_when_the_port_is_taken(
         code, out, err = run(capsys, "serve", "--db", db, "--port", str(taken.getsockname()[1]))
     assert code == EXIT_ERROR and out == ""
     assert err.startswith("memframe: Cannot listen on 127.0.0.1:") and err.count("\n") == 1
+
+
+def test_serve_takes_the_key_session_idle_time_and_lifetime(tmp_path: Path) -> None:
+    from memframe.cli import build_parser
+    from memframe.cli.server import _service
+    from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
+
+    db = str(tmp_path / "t.db")
+    args = build_parser().parse_args(["serve", "--db", db, "--key-session-idle", "60", "--key-session-lifetime", "90"])
+    with _service(args, create=True) as service:
+        assert (service.key_sessions.idle_seconds, service.key_sessions.lifetime_seconds) == (60, 90)
+    with _service(build_parser().parse_args(["serve", "--db", db]), create=True) as service:
+        assert (service.key_sessions.idle_seconds, service.key_sessions.lifetime_seconds) == (1800, 43200)
+    assert (DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS) == (1800, 43200)  # what --help says
+
+
+def test_serve_refuses_a_duration_that_is_not_one(capsys: pytest.CaptureFixture[str], db: str) -> None:
+    code, _, err = run(capsys, "serve", "--db", db, "--key-session-idle", "0")
+    assert code == 2 and "above 0" in err
+
+
+@pytest.mark.server
+def test_a_long_chat_outlives_the_servers_idle_eviction(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str]
+) -> None:
+    """`memframe chat` against a real server whose key sessions die after one idle second."""
+    import time
+
+    with serving(db, "--key-session-idle", "1") as server:
+        monkeypatch.setenv("MEMFRAME_URL", server.url)
+        monkeypatch.setenv("MEMFRAME_TOKEN", team["alice"])
+        monkeypatch.setenv("MEMFRAME_WORKSPACE", "notes")
+        assert run(capsys, "init")[0] == 0
+        assert run(capsys, "ai", "on")[0] == 0
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "memframe", "chat", "-c", "long"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        assert chat.stdin is not None and chat.stdout is not None
+        try:
+            chat.stdin.write("hello\n")
+            chat.stdin.flush()
+            while "receipt" not in (line := chat.stdout.readline()) and "memory" not in line:
+                assert line, chat.stderr.read() if chat.stderr else ""
+            time.sleep(1.5)  # longer than the idle time: the server forgets the key
+            out, err = chat.communicate("and now?\n\n", timeout=60)
+        finally:
+            if chat.poll() is None:
+                chat.kill()
+        assert chat.returncode == 0, err
+        assert out.count("assistant ›") == 1 and "key session" not in out + err
+        code, out, _ = run(capsys, "receipts", "-c", "long")
+        assert code == 0 and len(out.splitlines()) == 3  # the header and one model call per message

@@ -95,6 +95,12 @@ class CountingBackend:
     def close_key_session(self) -> None:
         self.requests.append("close_key_session")
 
+    def send_turn(self, conversation_id: str, text: str, **kwargs: Any) -> TurnResult:
+        """SealedBackend's own send, over this fake's key_session and send_message."""
+        from memframe.backend.sealed import SealedBackend
+
+        return SealedBackend.send_turn(self, conversation_id, text, **kwargs)  # type: ignore[arg-type]
+
     def send_message(self, conversation_id: str, text: str, **kwargs: Any) -> TurnResult:
         self.requests.append("send_message")
         self.sent.append({"conversation_id": conversation_id, "text": text, **kwargs})
@@ -161,6 +167,46 @@ def test_ask_agent_sends_no_memory_state_and_closes_its_key_session() -> None:
     assert sent["conversation_id"] == "conv-1" and sent["idempotency_key"]
     assert "memory: revision 3 was provided to call 1" in answer.text
     assert answer.data["receipts"][0]["revision"] == 3
+
+
+def test_ask_agent_reopens_a_key_session_the_server_forgot_and_sends_once_more() -> None:
+    """Ingress refused the send (the session was evicted) and wrote nothing: one fresh session, one resend."""
+    from memframe.core.errors import KeySessionUnavailable
+
+    fake = CountingBackend()
+    fake._forget_key_session = lambda session: fake.requests.append("forget " + session)  # type: ignore[attr-defined]
+    answered = fake.send_message
+    refusals = [KeySessionUnavailable("gone", admission_refused=True)]
+
+    def refuse_once(conversation_id: str, text: str, **kwargs: Any) -> TurnResult:
+        if refusals:
+            fake.requests.append("send_message (refused)")
+            raise refusals.pop()
+        return answered(conversation_id, text, **kwargs)
+
+    fake.send_message = refuse_once  # type: ignore[method-assign]
+    answer = NoteTools(fake).ask_agent("hello", "conv-1")  # type: ignore[arg-type]
+    assert fake.requests == [
+        "get_ai", "key_session", "send_message (refused)", "forget ks_test", "key_session", "send_message",
+        "close_key_session",
+    ]  # fmt: skip
+    assert "an answer" in answer.text and len(fake.sent) == 1
+
+
+def test_ask_agent_does_not_resend_when_the_session_ended_after_admission() -> None:
+    from memframe.core.errors import KeySessionUnavailable
+
+    fake = CountingBackend()
+    fake._forget_key_session = lambda session: fake.requests.append("forget " + session)  # type: ignore[attr-defined]
+
+    def lost_mid_turn(conversation_id: str, text: str, **kwargs: Any) -> TurnResult:
+        fake.requests.append("send_message")
+        raise KeySessionUnavailable("gone")  # no admission_refused: the turn had begun
+
+    fake.send_message = lost_mid_turn  # type: ignore[method-assign]
+    with pytest.raises(KeySessionUnavailable, match="nothing was sent again"):
+        NoteTools(fake).ask_agent("hello", "conv-1")  # type: ignore[arg-type]
+    assert fake.requests == ["get_ai", "key_session", "send_message", "forget ks_test", "close_key_session"]
 
 
 def test_the_mcp_layer_refuses_without_a_request_and_answers_in_one_line() -> None:

@@ -85,3 +85,15 @@ def test_pending_when_the_save_outlasts_the_wait() -> None:
 )
 def test_parse_header(raw: str | None, parsed: MemoryState | None) -> None:
     assert MemoryState.parse(raw) == parsed
+
+
+def test_taking_the_servers_version_resolves_a_conflict_and_nothing_else() -> None:
+    state = SaveState()
+    state.take_server_version(3)
+    assert state.header_for_send() == "none"  # not a conflict: left alone
+    with pytest.raises(VersionConflict), state.saving():
+        raise VersionConflict(9)
+    state.take_server_version(8)
+    assert state.header_for_send() == "conflict; version=9"  # an older version does not resolve it
+    state.take_server_version(9)
+    assert state.header_for_send() == "saved; version=9"

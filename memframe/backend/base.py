@@ -32,7 +32,7 @@ from memframe.core.errors import (
     VersionConflict,
 )
 from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
-from memframe.core.types import MemoryDocument, Mode, Policy, StoredVersion, VersionInfo
+from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, StoredVersion, VersionInfo
 
 __all__ = [
     "Backend",
@@ -180,6 +180,10 @@ class Backend(Protocol):
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         """Revisions newest first, one page, without decrypting anything."""
 
+    def head(self) -> MemoryHead:
+        """The head revision's metadata and the policy, cheaply (two small reads, no text, nothing
+        decrypted): what a frame left open polls to notice a Save, Clear, capture or mode change."""
+
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""
 
@@ -219,7 +223,9 @@ class Backend(Protocol):
 
     def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
         """Apply a proposal as a normal human Save against `base_version`. Refused if it was made
-        before a Clear; an edit whose target line changed is an EditRefused (a conflict to show)."""
+        before a Clear; an edit whose target line changed is an EditRefused (a conflict to show).
+        If the Save landed but marking the proposal applied failed: ProposalNotMarked, whose `info`
+        is the acknowledged version (the write happened; the caller moves to it)."""
 
     def dismiss_proposal(self, proposal_id: str) -> None:
         """Drop a proposal without changing memory."""

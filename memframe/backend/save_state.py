@@ -58,6 +58,16 @@ class SaveState:
         with self._cond:
             self._last = MemoryState("saved", version)
 
+    def take_server_version(self, version: int) -> None:
+        """The person took the server's version `version` over their refused write (the conflict
+        view's "Discard my draft", or a reload after it): the conflict is resolved, and this client
+        is in step with `version`, as if it had saved it, so recall checks the server is no older.
+        A state that is not a conflict, or a conflict about a newer version, is left alone."""
+        with self._cond:
+            last = self._last
+            if last.kind == "conflict" and version >= (last.version or 0):
+                self._last = MemoryState("saved", version)
+
     def wait_idle(self, timeout: float = SEND_WAIT_SECONDS) -> bool:
         """Wait for in-flight saves to finish; True if none is left."""
         deadline = time.monotonic() + timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import threading
 from collections.abc import Callable, Sequence
 
 from memframe import crypto
@@ -20,15 +21,26 @@ from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
     InvalidInput,
+    KeySessionUnavailable,
     MemframeError,
     NotFound,
+    ProposalNotMarked,
     ProposalRetired,
     VersionConflict,
     WrongKey,
 )
 from memframe.core.paths import proposal_path
 from memframe.core.turns import AIConsent, Proposal, ProposalRecord, ProposalStatus, Receipt, TurnResult
-from memframe.core.types import MEMORY_PATH, MemoryDocument, Mode, Operation, Policy, StoredVersion, VersionInfo
+from memframe.core.types import (
+    MEMORY_PATH,
+    MemoryDocument,
+    MemoryHead,
+    Mode,
+    Operation,
+    Policy,
+    StoredVersion,
+    VersionInfo,
+)
 
 
 class SealedBackend:
@@ -45,6 +57,7 @@ class SealedBackend:
         self.store = store
         self._key = key
         self._key_session: str | None = None
+        self._key_session_lock = threading.Lock()  # the frame's poll and a send may run at once
         self.save_state = save_state or SaveState()
         #: What this machine has seen of each document (rollback detection), beside the key.
         self.seen = seen if seen is not None else SeenHeads.for_store(store.location, store.workspace_id)
@@ -177,6 +190,10 @@ class SealedBackend:
             self.seen.check(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
         return rows
 
+    def head(self) -> MemoryHead:
+        rows = self.store.list_versions(MEMORY_PATH, limit=1)
+        return MemoryHead(rows[0] if rows else None, self.store.get_policy())
+
     def read_revision(self, version: int) -> str:
         if version < 1:
             raise NotFound(f"There is no revision {version}.")
@@ -299,15 +316,24 @@ class SealedBackend:
         return self.store.set_ai(enabled)
 
     def key_session(self) -> str:
-        """This client's key session, opened on first use and reused until closed."""
-        if self._key_session is None:
-            self._key_session = self.store.open_key_session(self._key).id
-        return self._key_session
+        """This client's key session, opened on first use and reused until closed or gone."""
+        with self._key_session_lock:
+            if self._key_session is None:
+                self._key_session = self.store.open_key_session(self._key).id
+            return self._key_session
 
     def close_key_session(self) -> None:
-        session, self._key_session = self._key_session, None
+        with self._key_session_lock:
+            session, self._key_session = self._key_session, None
         if session is not None:
             self.store.revoke_key_session(session)
+
+    def _forget_key_session(self, session: str) -> None:
+        """The server no longer holds `session` (idle eviction, expiry, a restart): drop our id, so
+        the next use opens a fresh one. There is nothing to revoke: the server forgot the key already."""
+        with self._key_session_lock:
+            if self._key_session == session:
+                self._key_session = None
 
     def send(
         self,
@@ -318,12 +344,52 @@ class SealedBackend:
         on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
         state = self.save_state.for_send()  # waits up to 5 s for an in-flight Save
+        return self.send_turn(
+            conversation_id, text, idempotency_key=idempotency_key, memory_state=state.header(), on_text=on_text
+        )
+
+    def send_turn(
+        self,
+        conversation_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        memory_state: str | None,
+        on_text: Callable[[str], None] | None = None,
+    ) -> TurnResult:
+        """One send under this client's key session, reporting `memory_state` as given (None: none).
+
+        A long-running client outlives its key session (the server evicts it after its idle time, and
+        every session ends at its lifetime). Only the key-session open is ever repeated: when ingress
+        refused the send because the session is gone, it wrote nothing (`admission_refused`), so a
+        fresh session is opened and the same message, with the same idempotency key, goes once more.
+        A session that ends later in a turn is not re-sent (the turn may have written); the next send
+        opens a fresh one.
+        """
+        key = idempotency_key or secrets.token_hex(8)
+        session = self.key_session()
+        try:
+            return self.store.send_message(
+                conversation_id,
+                text,
+                idempotency_key=key,
+                key_session_id=session,
+                memory_state=memory_state,
+                on_text=on_text,
+            )
+        except KeySessionUnavailable as exc:
+            self._forget_key_session(session)
+            if not exc.admission_refused:
+                raise KeySessionUnavailable(
+                    "The key session ended during this turn, so it may be incomplete; nothing was sent again. "
+                    "The next message opens a fresh key session."
+                ) from None
         return self.store.send_message(
             conversation_id,
             text,
-            idempotency_key=idempotency_key or secrets.token_hex(8),
+            idempotency_key=key,
             key_session_id=self.key_session(),
-            memory_state=state.header(),
+            memory_state=memory_state,
             on_text=on_text,
         )
 
@@ -366,7 +432,10 @@ class SealedBackend:
         if current.version != base_version:
             raise VersionConflict(current.version)
         info = self.save(apply_memory_changes(current.text, list(proposal.changes)), base_version)
-        self.store.resolve_proposal(proposal_id, ProposalStatus.APPLIED)
+        try:
+            self.store.resolve_proposal(proposal_id, ProposalStatus.APPLIED)
+        except MemframeError as exc:  # the Save landed: say so, with its version, never "not applied"
+            raise ProposalNotMarked(info, exc) from None
         return info
 
     def dismiss_proposal(self, proposal_id: str) -> None:

@@ -133,14 +133,19 @@ def prove_key(
 
 
 def local_workspace_exists(workspace_id: str, db_path: Path | None = None) -> bool:
+    return workspace_id in local_workspaces(db_path)
+
+
+def local_workspaces(db_path: Path | None = None) -> list[str]:
+    """The local workspaces on this machine (none before the first run)."""
     db = db_path or paths.local_database()
     if not db.exists():
-        return False
+        return []
     from memframe.service import MemoryService
 
     service = MemoryService(db)
     try:
-        return workspace_id in service.accounts.workspaces()
+        return sorted(service.accounts.workspaces())
     finally:
         service.close()
 

@@ -10,12 +10,13 @@ from memframe.cli.options import add_command
 from memframe.cli.output import out, prompt
 
 
-def new_passphrase() -> str:
-    """A new passphrase, asked twice on the terminal; scripts set the variable instead."""
+def new_passphrase(variable: str = "MEMFRAME_PASSPHRASE") -> str:
+    """A new passphrase, asked twice on the terminal; scripts set `variable` instead (the key file's
+    MEMFRAME_PASSPHRASE, or MEMFRAME_EXPORT_PASSPHRASE for `key export`)."""
     from memframe.core.errors import InvalidInput
 
     if not sys.stdin.isatty():
-        raise InvalidInput("No terminal to ask for a passphrase: set MEMFRAME_PASSPHRASE.")
+        raise InvalidInput(f"No terminal to ask for a passphrase: set {variable}.")
     import getpass
 
     first = getpass.getpass("New passphrase: ")
@@ -26,6 +27,10 @@ def new_passphrase() -> str:
     return first
 
 
+#: The passphrase `key export` wraps with and `key import` unwraps with, for scripts.
+EXPORT_VARIABLE = "MEMFRAME_EXPORT_PASSPHRASE"
+
+
 def cmd_key(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -34,7 +39,7 @@ def cmd_key(args: argparse.Namespace) -> int:
 
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
-        passphrase = args.settings.export_passphrase or new_passphrase()
+        passphrase = args.settings.export_passphrase or new_passphrase(EXPORT_VARIABLE)
         crypto.check_export_passphrase(passphrase)
         crypto.write_private_file(Path(args.file), crypto.encode_key_file(key, args.workspace, passphrase))
         out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
@@ -42,6 +47,13 @@ def cmd_key(args: argparse.Namespace) -> int:
         return 0
     raw = _read_bytes(args.file)
     passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
+    if not passphrase and not sys.stdin.isatty() and crypto.key_file_is_wrapped(raw):
+        from memframe.core.errors import KeyFileError
+
+        raise KeyFileError(
+            f"The key file {args.file} is protected by a passphrase and there is no terminal to ask for it: "
+            f"set {EXPORT_VARIABLE}."
+        )
     key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}", workspace_id=args.workspace)
     from memframe.backend.workspaces import prove_key
 

@@ -188,25 +188,71 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_frame(args: argparse.Namespace) -> int:
-    from memframe.backend.workspaces import init_local_workspace, local_workspace_exists
+    from memframe.backend.workspaces import init_local_workspace, local_workspaces
     from memframe.core.errors import NotFound
 
     try:  # the usual case opens the database once; only a missing local workspace looks twice
         backend = open_workspace(args)
     except NotFound:
-        if args.remote or local_workspace_exists(args.workspace):
+        existing = [] if args.remote else local_workspaces()
+        if args.remote or args.workspace in existing:
             raise
+        if not _may_create(args, existing):
+            return 1
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
         backend = open_workspace(args)
     from memframe.tui.app import run_frame
 
-    return run_frame(backend)
+    return run_frame(backend, poll_seconds=args.poll)
+
+
+def _may_create(args: argparse.Namespace, existing: list[str]) -> bool:
+    """A missing local workspace is created without asking only on the first run, under the default
+    name (nothing typed): a typo in -w must not silently start an empty memory with a new key.
+    Otherwise a person at a terminal is asked; a script gets one line and exit 1."""
+    from memframe.core.errors import NotFound
+
+    name = args.workspace
+    if not existing and name == args.settings.workspace:
+        return True
+    here = f"this machine has {', '.join(repr(w) for w in existing)}" if existing else "this machine has none yet"
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise NotFound(
+            f"There is no local workspace {name!r} ({here}); nothing was created. "
+            f"Check the name, or create it with 'memframe init --workspace {name}'."
+        )
+    print(f"There is no local workspace {name!r} ({here}).", file=sys.stderr)
+    try:
+        answer = input(f"Create {name!r}, an empty memory with a new key? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("Nothing was created.", file=sys.stderr)
+    return False
+
+
+def _poll_seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= number < float("inf") or 0 < number < 0.5:
+        raise argparse.ArgumentTypeError("use 0 (never) or at least 0.5 seconds")
+    return number
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the frame and the memory commands to the memframe command."""
-    add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    p = add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    p.add_argument(
+        "--poll",
+        type=_poll_seconds,
+        default=3.0,
+        metavar="SECONDS",
+        help="how often the frame looks for changes made elsewhere (default: 3; 0 = never)",
+    )
     p = add_command(sub, common, "init", cmd_init, "create a workspace and its key")
     p.add_argument("--passphrase", action="store_true", help="wrap the key file with a passphrase")
     p = add_command(sub, common, "show", cmd_show, "print the current memory, its version and size")

@@ -1,6 +1,7 @@
 """`memframe serve` and `memframe admin …`: running the service for a team.
 
     memframe serve --db team.db [--host 127.0.0.1] [--port 8765]
+                   [--key-session-idle 1800] [--key-session-lifetime 43200]
     memframe admin user add|list …           people
     memframe admin token create|list|revoke  bearer tokens (shown once, stored hashed)
     memframe admin workspace create|list     workspaces (the owner becomes a member)
@@ -82,7 +83,13 @@ def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[Memo
     path: Path | str = args.db
     if isinstance(path, Path) and not create and not path.exists():
         raise NotFound(f"There is no database at {path}; start one with 'memframe admin user add NAME --db {path}'.")
-    service = MemoryService(path)
+    # serve's --key-session-idle/--key-session-lifetime; admin commands have neither (None: the default)
+    lifetimes = {
+        name: value
+        for name in ("key_session_idle", "key_session_lifetime")
+        if (value := getattr(args, name, None)) is not None
+    }
+    service = MemoryService(path, **lifetimes)
     try:
         yield service
     finally:
@@ -343,6 +350,21 @@ def register(subparsers: Any, settings: Settings) -> None:
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
     serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--key-session-idle",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="forget a key session's key after this long unused (default: 1800, half an hour); "
+        "clients open a fresh one by themselves",
+    )
+    serve.add_argument(
+        "--key-session-lifetime",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="forget it this long after it opened, used or not (default: 43200, twelve hours)",
+    )
     add_model_options(serve, settings, purpose="the Assistant's")
     serve.add_argument(
         "--read-timeout",
@@ -406,6 +428,17 @@ def register(subparsers: Any, settings: Settings) -> None:
         p.add_argument("workspace", metavar="WORKSPACE")
         p.add_argument("user", metavar="USER")
     leaf(members, "list", cmd_member_list, "list a workspace's members").add_argument("workspace", metavar="WORKSPACE")
+
+
+def _seconds(value: str) -> float:
+    """A duration in seconds: more than 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError("a duration is a finite number of seconds above 0")
+    return number
 
 
 def _port(value: str) -> int:

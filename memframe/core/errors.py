@@ -16,7 +16,7 @@
     ├── CaptureRefused          409  automatic capture is not allowed now (mode, deleted, replay)
     ├── AIDisabled              409  workspace AI is off: nothing is sent to a model
     ├── ProposalRetired         409  a proposal made before a Clear cannot be applied
-    ├── KeySessionUnavailable   409  the key session is closed, expired, revoked or unknown
+    ├── KeySessionUnavailable   409  the key session is closed, expired, evicted, revoked or unknown
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
     │   ├── ChainBroken         422  a version does not chain onto the one before it
     │   └── WrongKey            422  the key does not match the workspace's key check
@@ -25,6 +25,7 @@
     ├── ModelUnavailable        502  the Assistant's model server failed; memory is untouched
     ├── SchemaTooNew            500  the database was written by a newer memframe
     ├── MCPUnavailable          500  the MCP SDK (version 2) is not installed
+    ├── ProposalNotMarked       ---  a proposal's Save landed, marking it applied did not (client only)
     └── Unavailable             503  the memory service is offline, timed out, or failed
 
 `KeySessionUnavailable` and `ModelUnavailable` are deliberately not kinds of
@@ -234,10 +235,21 @@ class ProposalRetired(MemframeError):
 
 
 class KeySessionUnavailable(MemframeError):
-    """The key session is closed, expired or unknown; open a new one."""
+    """The key session is closed, expired or unknown; open a new one.
+
+    Raised by the service's KeySessions (RAM only: an idle eviction, an expiry or a restart forgets a
+    key). Ingress refuses a dead session before it writes anything and says so with
+    `admission_refused=True`: only then may a client open a fresh session and send the same message
+    again, because the server recorded nothing of the first try.
+    """
 
     code = "key_session_unavailable"
     status = 409
+
+    @property
+    def admission_refused(self) -> bool:
+        """True when ingress refused the send before writing anything (safe to send again)."""
+        return bool(self.details.get("admission_refused"))
 
 
 class DecryptionFailed(MemframeError):
@@ -296,6 +308,26 @@ class MCPUnavailable(MemframeError):
 
     code = "mcp_unavailable"
     status = 500
+
+
+class ProposalNotMarked(MemframeError):
+    """A proposal was applied (its Save was acknowledged) but could not be marked applied.
+
+    Not a failure of the write: `info` is the exact version the server acknowledged, and the
+    caller must move to it as after any Save. The proposal still shows as pending.
+    """
+
+    code = "proposal_not_marked"
+    status = 500
+
+    def __init__(self, info: Any, reason: MemframeError) -> None:
+        super().__init__(
+            f"Applied as version {info.version}; could not mark the proposal applied ({reason}); "
+            "if it still shows as pending, dismiss it.",
+            version=info.version,
+        )
+        self.info = info
+        self.reason = reason
 
 
 class Unavailable(MemframeError):

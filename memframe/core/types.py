@@ -149,3 +149,18 @@ class MemoryDocument:
 def utf8_size(text: str) -> int:
     """The size bound is measured in UTF-8 bytes, never characters."""
     return len(text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class MemoryHead:
+    """What a frame polls to notice changes made elsewhere: no text, nothing decrypted.
+
+    `info` is the head revision's metadata (None: never created), `policy` the mode, its
+    revision and the Clear generation."""
+
+    info: VersionInfo | None
+    policy: Policy
+
+    @property
+    def version(self) -> int:
+        return 0 if self.info is None else self.info.version

@@ -214,11 +214,10 @@ class NoteTools:
                     "Nothing was sent."
                 )
             try:
-                result = self.backend.store.send_message(
+                result = self.backend.send_turn(
                     conversation,
                     message,
                     idempotency_key=f"mcp-{secrets.token_hex(12)}",
-                    key_session_id=self.backend.key_session(),
                     memory_state=None,  # no X-Memory-State: the server's current revision is used
                 )
             finally:

@@ -188,12 +188,22 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
 
     def _check_key_session(self, conn: sqlite3.Connection, user: str, workspace_id: str, session_id: str) -> None:
         """The X-Key-Session a send names must exist, be live and unrevoked, and be this
-        workspace's and this person's; otherwise nothing is admitted."""
+        workspace's and this person's; otherwise nothing is admitted (the transaction rolls back).
+
+        A session that is gone (idle eviction, expiry, a restart, a revocation) is
+        KeySessionUnavailable with `admission_refused`, so the client may open a fresh one and send
+        the same message again; one that is another person's or workspace's reveals nothing (404).
+        """
         info = self.key_sessions.describe(session_id)
         revoked = conn.execute(
             "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session_id,)
         ).fetchone()
-        if info is None or revoked is not None or (info.workspace_id, info.user_id) != (workspace_id, user):
+        if info is None or revoked is not None:
+            raise KeySessionUnavailable(
+                "The key session is closed, expired or unknown; nothing was admitted. Open a new one and send again.",
+                admission_refused=True,
+            )
+        if (info.workspace_id, info.user_id) != (workspace_id, user):
             raise NotFound("No such key session (it may have expired or been revoked); open a new one.")
 
     @staticmethod

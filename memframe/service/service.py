@@ -28,7 +28,7 @@ from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock, Database
-from memframe.service.keysessions import KeySessions
+from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS, KeySessions
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 if TYPE_CHECKING:
@@ -50,9 +50,18 @@ def check_file_path(path: str) -> str:
 class MemoryService:
     """Files, versions, policy and Clear: the part of the contract people write through."""
 
-    def __init__(self, db_path: str | Path, *, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        db_path: str | Path,
+        *,
+        clock: Clock = time.time,
+        key_session_idle: float = DEFAULT_IDLE_SECONDS,
+        key_session_lifetime: float = DEFAULT_LIFETIME_SECONDS,
+    ) -> None:
+        """`key_session_idle` and `key_session_lifetime` (seconds) bound how long a key stays in RAM:
+        unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`)."""
         self.db = Database(db_path, clock=clock)
-        self.key_sessions = KeySessions(clock)
+        self.key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
         self.accounts = Accounts(self.db, self.key_sessions)
 
     @cached_property

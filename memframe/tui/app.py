@@ -45,15 +45,17 @@ class MemoryFrameApp(App[int]):
     ]  # fmt: skip
 
     def __init__(
-        self, backend: Backend, *, clock: Clock = time.time, syntax: bool | None = None, cursor_blink: bool = True
-    ) -> None:
+        self, backend: Backend, *, clock: Clock = time.time, syntax: bool | None = None, cursor_blink: bool = True,
+        poll_seconds: float = 0.0,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.backend = backend
         self.clock = clock
         # The backend's SaveState is what X-Memory-State reads; the frame tracks its saves there too.
         save_state = getattr(backend, "save_state", None) or SaveState()
         self.state = DocumentState(save_state, backend.workspace_id, backend.location)
-        self._screen_options = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink}
+        self._screen_options = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink,
+                                "poll_seconds": poll_seconds}  # fmt: skip
         self.sub_title = f"Memory · {backend.workspace_id}"
 
     def get_default_screen(self) -> Screen:
@@ -109,17 +111,25 @@ class MemoryFrameApp(App[int]):
             yield SystemCommand(binding.description, help_text, partial(self.run_action, binding.action, active.node))
 
 
+#: How often a frame people run looks for changes made elsewhere (`memframe --poll SECONDS`).
+POLL_SECONDS = 3.0
+
+
 def build_app(
-    backend: Backend, *, clock: Clock | None = None, syntax: bool | None = None, cursor_blink: bool = True
-) -> MemoryFrameApp:
+    backend: Backend, *, clock: Clock | None = None, syntax: bool | None = None, cursor_blink: bool = True,
+    poll_seconds: float = 0.0,
+) -> MemoryFrameApp:  # fmt: skip
     """The one way to make the frame. Tests pass a frozen clock, no highlighting and no blinking
-    cursor so snapshots are byte-stable; people get the defaults."""
-    return MemoryFrameApp(backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink)
+    cursor so snapshots are byte-stable, and leave the head poll off (a test polls by calling
+    `MemoryScreen.poll_head`); people get the defaults, and `run_frame` turns the poll on."""
+    return MemoryFrameApp(
+        backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink, poll_seconds=poll_seconds
+    )
 
 
-def run_frame(backend: Backend) -> int:
+def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
     """Run the frame in this terminal until the person quits; closes the backend; returns an exit code."""
-    app = build_app(backend)
+    app = build_app(backend, poll_seconds=poll_seconds)
     app.owns_process = True
     freeze_heap()  # everything imported so far lives as long as the process
     try:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memframe.backend.base import Backend
-from memframe.core.errors import MemframeError, Unavailable, VersionConflict
-from memframe.core.types import MemoryDocument, Mode, Policy, VersionInfo
+from memframe.core.errors import MemframeError, ProposalNotMarked, Unavailable, VersionConflict
+from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, VersionInfo
 from memframe.tui.state import WriteKind, WriteOutcome, WriteRequest
 
 T = TypeVar("T")
@@ -53,9 +53,23 @@ def load(backend: Backend) -> LoadOutcome:
     return LoadOutcome(doc, policy, error)
 
 
+@dataclass(frozen=True)
+class HeadOutcome:
+    """The server's head revision and policy (the frame's poll), or why they could not be read."""
+
+    head: MemoryHead | None
+    error: MemframeError | None = None
+
+
+def head(backend: Backend) -> HeadOutcome:
+    found, error = attempt(backend.head)
+    return HeadOutcome(found, error)
+
+
 def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
     """One direct upload. On a conflict, also read the newer document so it can be shown."""
     text = request.text
+    warning = ""
     try:
         if request.kind is WriteKind.SAVE:
             info = backend.save(text, request.base_version, revive=request.revive)
@@ -64,7 +78,10 @@ def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
             info = backend.clear(request.base_version)
         elif request.kind is WriteKind.APPLY:
             assert request.proposal is not None
-            info = backend.apply_proposal(request.proposal.id, request.base_version)
+            try:
+                info = backend.apply_proposal(request.proposal.id, request.base_version)
+            except ProposalNotMarked as exc:  # the Save landed: an outcome with its version and a warning
+                info, warning = exc.info, str(exc)
             # The backend applied the edits to exactly `base_version`'s text, as `text` was computed;
             # reading the revision back makes the editor show what the server holds even so.
             applied = attempt(lambda: backend.read_revision(info.version))[0]
@@ -80,7 +97,7 @@ def write(backend: Backend, request: WriteRequest) -> WriteOutcome:
     except Exception as exc:
         return WriteOutcome(request, text, error=as_error(exc))
     policy = attempt(backend.get_policy)[0] if request.kind is WriteKind.CLEAR else None
-    return WriteOutcome(request, text, info=info, policy=policy)
+    return WriteOutcome(request, text, info=info, policy=policy, warning=warning)
 
 
 @dataclass(frozen=True)

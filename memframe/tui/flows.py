@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from memframe.backend.base import Backend
+    from memframe.core.errors import MemframeError
     from memframe.core.turns import Proposal
+    from memframe.core.types import MemoryHead
     from memframe.tui.calls import LoadOutcome
     from memframe.tui.state import WriteOutcome
 
@@ -61,16 +63,17 @@ class FlowHost(Protocol):
         """Push `dialog` and wait for the person's answer."""
         ...
 
-    async def read_memory(self) -> LoadOutcome:
-        """Load the memory on a worker thread; the outcome is applied to `state` before this returns."""
+    async def read_memory(self, *, keep_edits: bool = False) -> LoadOutcome:
+        """Load the memory on a worker thread; the outcome is applied to `state` before this returns.
+        With `keep_edits` (a load the person did not ask for) a draft typed meanwhile is not replaced."""
         ...
 
     async def write(self, request: WriteRequest) -> WriteOutcome:
         """Run `request` on a worker thread; the outcome is applied to `state` before this returns."""
         ...
 
-    def quit(self) -> None:
-        """End the frame (the draft is settled by then)."""
+    def quit(self, farewell: str | None = None) -> None:
+        """End the frame (the draft is settled by then); `farewell` is printed once the terminal is back."""
 
 
 def take(host: FlowHost, doc: MemoryDocument, message: str, *, error: bool = False) -> None:
@@ -122,22 +125,51 @@ async def save(host: FlowHost) -> bool:
 
 
 async def resolve_draft(host: FlowHost, purpose: str) -> bool:
-    """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on."""
+    """Save / Discard / Cancel for an unsaved draft; True when it is safe to go on.
+
+    After a failed Save (offline, a refused token) the dialog also offers to write the draft to a
+    file, so the person is never left choosing between waiting and discarding."""
     host.sync_draft()
     state = host.state
     if not state.dirty:
         return True
     from memframe.tui.dialogs import SaveDiscardCancel
 
-    choice = await host.ask(SaveDiscardCancel(purpose, state.base_version, state.size))
+    offline = state.save_failed or state.poll_failing  # a Save failed, or the poll cannot reach the server
+    dialog = SaveDiscardCancel(purpose, state.base_version, state.size, offer_file=offline)
+    choice = await host.ask(dialog)
     if choice == "discard":
         state.discard()
         host.show(state.draft)
         return True
     if choice == "save":
         return await save(host)
+    if choice == "file":
+        return draft_to_file(host)
     host.say("Cancelled; your draft is still here.")
     return False
+
+
+def draft_to_file(host: FlowHost) -> bool:
+    """Write the draft to a private file (`memframe.backend.drafts`); True when it is written.
+
+    The editor keeps the draft: the file is a copy the person can Save from later."""
+    from memframe.backend.drafts import write_draft
+
+    host.sync_draft()
+    state = host.state
+    if not state.loaded:
+        host.say("The memory is not loaded, so there is no draft to write.", error=True)
+        return False
+    try:
+        path = write_draft(state.workspace_id, state.draft, now=host.clock())
+    except OSError as exc:
+        host.say(f"Could not write the draft to a file: {exc.strerror or exc}. It is still here.", error=True)
+        return False
+    state.draft_file = path
+    host.say(f"Your draft is in {path} (mode 0600, plain text): paste it in and Save when the server "
+             "takes it, then delete the file.")  # fmt: skip
+    return True
 
 
 async def reload(host: FlowHost) -> None:
@@ -165,6 +197,7 @@ async def clear(host: FlowHost) -> None:
     outcome = await host.write(WriteRequest.clear(state.base_version))
     while outcome.conflict and outcome.server is not None:
         if not await host.ask(ClearConflict(outcome.server, outcome.policy, now=host.clock())):
+            state.settle_conflict()
             host.say(f"Kept version {outcome.server.version}; nothing was cleared.")
             return
         outcome = await host.write(WriteRequest.clear(outcome.server.version))
@@ -209,8 +242,17 @@ async def mode(host: FlowHost) -> None:
 
 
 async def leave(host: FlowHost) -> None:
-    if await resolve_draft(host, "before quitting"):
-        host.quit()
+    """Quit once the draft is settled. A Save chosen here that fails asks again, now offering to write
+    the draft to a file; Cancel (or keeping a conflicted draft) stays in the frame."""
+    written = host.state.draft_file
+    while True:
+        failures = host.state.failed_saves
+        if await resolve_draft(host, "before quitting"):
+            # Written to a file on the way out: say where once more, after the frame has gone.
+            host.quit(host.state.message if host.state.draft_file != written else None)
+            return
+        if host.state.failed_saves == failures:
+            return  # cancelled, kept a conflicted draft, or the file could not be written
 
 
 def applied(text: str, proposal: Proposal) -> str | None:
@@ -268,9 +310,70 @@ async def catch_up(host: FlowHost, version: int) -> None:
     if state.base_version >= version:
         return
     if state.dirty:
+        state.newer = max(version, state.newer or 0)
         host.say(f"The Assistant saved version {version}; your draft is based on version "
                  f"{state.base_version}. Save to review both, or discard and reload.")  # fmt: skip
         return
-    outcome = await host.read_memory()
-    if outcome.doc is not None:
+    outcome = await host.read_memory(keep_edits=True)
+    if outcome.doc is not None and state.base_version == outcome.doc.version:
         host.say(f"The Assistant remembered something: showing version {outcome.doc.version}.")
+
+
+# --- changes made elsewhere, seen by the head poll ---------------------------------------------------
+
+
+def notice(host: FlowHost, head: MemoryHead | None, error: MemframeError | None) -> bool:
+    """Apply one head poll to the state and say what changed elsewhere; True when the editor is clean
+    and should take the newer version (`follow`). Never touches a draft.
+
+    Offline is said once (and only over a message that is not already an error), not on every tick.
+    """
+    state = host.state
+    if head is None:
+        if not state.poll_failing and not state.message_is_error:
+            host.say(f"Cannot check the server for changes made elsewhere: {error}", error=True)
+        state.poll_failing = True
+        return False
+    if state.poll_failing:
+        state.poll_failing = False
+        if state.message.startswith("Cannot check the server"):
+            host.say("In touch with the server again.")
+    old = state.policy
+    if old is None or (head.policy.revision, head.policy.clear_generation) != (old.revision, old.clear_generation):
+        state.policy = head.policy
+        if old is not None and head.policy.mode is not old.mode:
+            mode = head.policy.mode
+            host.say(f"The mode was changed elsewhere: now {mode.label} (policy revision {head.policy.revision}). "
+                     f"{mode.explanation}")  # fmt: skip
+    if head.version <= state.base_version:
+        return False
+    host.sync_draft()
+    if not state.dirty:
+        return True
+    if state.newer is None or head.version > state.newer:
+        state.newer = head.version
+        host.say(_newer_words(head, state.base_version))
+    return False
+
+
+def _newer_words(head: MemoryHead, base_version: int) -> str:
+    what = "saved"
+    if head.info is not None:
+        what = {"clear": "cleared", "capture": "remembered by the Assistant", "delete": "deleted",
+                "undo": "restored from an older revision"}.get(head.info.operation.value, "saved")  # fmt: skip
+    return (f"Version {head.version} was {what} elsewhere; your draft is based on version {base_version}. "
+            "ctrl+s shows both; discard and ctrl+r takes it.")  # fmt: skip
+
+
+async def follow(host: FlowHost, version: int) -> None:
+    """Take `version`, saved elsewhere, into a clean editor (a draft typed meanwhile wins and is kept)."""
+    host.sync_draft()
+    state = host.state
+    if state.base_version >= version or state.dirty:
+        return
+    before = state.base_version
+    outcome = await host.read_memory(keep_edits=True)
+    doc = outcome.doc
+    if doc is not None and state.base_version == doc.version and doc.version != before:
+        what = "cleared" if doc.info is not None and doc.info.operation.value == "clear" else "saved"
+        host.say(f"Version {doc.version} was {what} elsewhere; the editor shows it (you had no unsaved changes).")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the outcomes' modules load with the screens that use them, 
 
     from memframe.core.errors import MemframeError
     from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
-    from memframe.tui.calls import HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
+    from memframe.tui.calls import HeadOutcome, HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
     from memframe.tui.conversation import Exchange
     from memframe.tui.state import WriteOutcome
 
@@ -31,7 +31,19 @@ class Reply(Message, bubble=False):
 
 
 class Loaded(Reply):
-    def __init__(self, ticket: int, outcome: LoadOutcome) -> None:
+    """`keep_edits`: a load the person did not ask for (catching up with a change made elsewhere),
+    so a draft typed while it was in flight wins over it."""
+
+    def __init__(self, ticket: int, outcome: LoadOutcome, *, keep_edits: bool = False) -> None:
+        super().__init__(ticket)
+        self.outcome = outcome
+        self.keep_edits = keep_edits
+
+
+class HeadRead(Reply):
+    """The head poll came back: the server's head revision and policy, or why they could not be read."""
+
+    def __init__(self, ticket: int, outcome: HeadOutcome) -> None:
         super().__init__(ticket)
         self.outcome = outcome
 

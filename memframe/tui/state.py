@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 
 from memframe.backend.save_state import SaveState
 from memframe.core.edits import TARGET_GONE, RefusalReason
@@ -75,6 +76,8 @@ class WriteOutcome:
     error: MemframeError | None = None
     server: MemoryDocument | None = None
     policy: Policy | None = None
+    #: A write that landed with something left undone (a proposal applied but not marked applied).
+    warning: str = ""
 
     @property
     def ok(self) -> bool:
@@ -104,6 +107,17 @@ class DocumentState:
         self.writing: WriteRequest | None = None
         #: A newer server document that refused our last write, until resolved.
         self.conflict: MemoryDocument | None = None
+        #: The last Save of this draft failed for a reason other than a conflict (offline, a refused
+        #: token), so the draft may have nowhere to go but a file (`flows.draft_to_file`).
+        self.save_failed = False
+        #: A newer version the head poll saw on the server while the editor held a draft (or was busy).
+        self.newer: int | None = None
+        #: The head poll could not reach the server last time (said once, not on every tick).
+        self.poll_failing = False
+        #: The last file a draft was written to (`flows.draft_to_file`).
+        self.draft_file: Path | None = None
+        #: How many Saves have failed that way in this session (a flow can tell "it just failed").
+        self.failed_saves = 0
         #: One line for the person: the last failure (error=True) or success.
         self.message = ""
         self.message_is_error = False
@@ -139,6 +153,13 @@ class DocumentState:
         return last.version if last.kind == "saved" else None
 
     @property
+    def newer_version(self) -> int | None:
+        """A version on the server newer than the draft's base: from a refused write or the poll."""
+        seen = [v for v in (self.newer, None if self.conflict is None else self.conflict.version) if v is not None]
+        newest = max(seen, default=0)
+        return newest if newest > self.base_version else None
+
+    @property
     def mode(self) -> Mode | None:
         return None if self.policy is None else self.policy.mode
 
@@ -151,14 +172,27 @@ class DocumentState:
     def edit(self, text: str) -> None:
         self.draft = text
 
-    def adopt(self, doc: MemoryDocument) -> None:
-        """Take the server's document as both base and draft (load, reload, discard)."""
+    def adopt(self, doc: MemoryDocument, *, settles: bool = True) -> None:
+        """Take the server's document as both base and draft (load, reload, discard).
+
+        Taking the server's text resolves a refused Save (`settles`): the Assistant is given memory
+        again. A refused Clear shows the newer text without settling: the person asked for it to be
+        cleared, so memory stays withheld until they retry or keep it (`settle_conflict`)."""
+        if settles:
+            self.save_state.take_server_version(doc.version)
         self.loaded = True
         self.server_text = doc.text
         self.base_version = doc.version
         self.deleted = doc.deleted
         self.draft = doc.text
         self.conflict = None
+        self.save_failed = False
+        if self.newer is not None and self.newer <= doc.version:
+            self.newer = None
+
+    def settle_conflict(self) -> None:
+        """The person kept the server's base version after a refused write: the conflict is resolved."""
+        self.save_state.take_server_version(self.base_version)
 
     def discard(self) -> None:
         """Drop the draft; the editor goes back to the base version's text."""
@@ -177,18 +211,28 @@ class DocumentState:
             self.base_version = outcome.info.version
             self.deleted = False
             self.conflict = None
+            self.save_failed = False
+            if self.newer is not None and self.newer <= outcome.info.version:
+                self.newer = None
             if kind is not WriteKind.SAVE:
                 self.draft = outcome.text
-            self.say(_success(outcome))
+            self.say(_success(outcome), error=bool(outcome.warning))
             return
         error = outcome.error
+        if kind is WriteKind.SAVE and not outcome.conflict:
+            self.save_failed = True
+            self.failed_saves += 1
         if outcome.conflict and outcome.server is not None:
             self.conflict = outcome.server
             if kind is WriteKind.CLEAR:
                 # The draft was resolved before the Clear, so showing the newer text loses nothing.
-                self.adopt(outcome.server)
+                self.adopt(outcome.server, settles=False)
                 self.conflict = outcome.server
         self.say(_failure(outcome, error), error=True)
+
+
+#: The key that writes the draft to a file (the main screen's `memframe.draft_file` binding).
+DRAFT_FILE_KEY = "f4"
 
 
 def _success(outcome: WriteOutcome) -> str:
@@ -202,6 +246,8 @@ def _success(outcome: WriteOutcome) -> str:
         return f"Restored revision {outcome.request.revision} as version {version}."
     if kind is WriteKind.APPLY:
         assert outcome.request.proposal is not None
+        if outcome.warning:
+            return f"Proposal {outcome.request.proposal.id}: {outcome.warning}"
         return f"Applied proposal {outcome.request.proposal.id}: the server acknowledged version {version}."
     return f"Saved: the server acknowledged version {version}."
 
@@ -221,8 +267,9 @@ def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
         if kind is WriteKind.CLEAR:
             return f"{verb}: version {newer} was written first; nothing was cleared. Retry Clear explicitly."
         return f"{verb}: version {newer} is newer on the server. Your draft is kept; ctrl+s to review."
-    keep = "Your draft is kept here" if kind is WriteKind.SAVE else "Nothing changed"
-    return f"{verb}: {reason} {keep}; nothing is queued."
+    if kind is WriteKind.SAVE:
+        return f"{verb}: {reason} Your draft is kept here; nothing is queued. {DRAFT_FILE_KEY} writes it to a file."
+    return f"{verb}: {reason} Nothing changed; nothing is queued."
 
 
 def target_changed(proposal: Proposal | None, base_version: int, error: EditRefused) -> str:

@@ -110,14 +110,16 @@ def memframe_step(s: State, op: Op) -> State | None:
 
         ("save"|"clear", base)                        -> ("ok", version) | ("conflict", current)
         ("mode", mode, expected_revision)             -> ("ok", mode, revision) | ("conflict", current_revision)
-        ("admit", conversation[, key_session])        -> ("ok", admission, mode, revision, generation) | ("not found",)
+        ("admit", conversation[, key_session])        -> ("ok", admission, mode, revision, generation)
+                                                         | ("no key session",)
         ("capture", admission, conversation, mode, revision, generation, key_session, expected_version)
                                   -> ("ok", version) | ("conflict", current) | ("fenced",) | ("no key session",)
         ("revoke", key_session)                       -> ("ok",) | ("not found",)
 
     A capture resolves its key session in RAM before its batch, and a revocation forgets the key
     only after its durable row: so "no key session" is a possible answer exactly when the
-    revocation row precedes the capture.
+    revocation row precedes the capture. Ingress checks the session the same way before it writes
+    (issue 21), so the same holds for an admission, which then writes nothing.
     """
     kind, args, result = op.kind, op.args, op.result
     if kind in ("save", "clear"):
@@ -139,7 +141,7 @@ def memframe_step(s: State, op: Op) -> State | None:
         return State(s.version, s.generation, new_mode, new_revision, s.slots, s.consumed, s.revoked)
     if kind == "admit":
         conversation, session = (*args, None)[:2]
-        if result == ("not found",):  # a send naming a revoked key session admits nothing
+        if result == ("no key session",):  # a send naming a revoked key session admits nothing
             return s if session in s.revoked else None
         if session is not None and session in s.revoked:
             return None

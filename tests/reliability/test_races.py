@@ -272,6 +272,13 @@ class PolicyMachine(RuleBasedStateMachine):
             with pytest.raises(NotFound):
                 call()
             return
+        if previous is None and session is not None and session not in self.live:
+            # Ingress refuses a dead key session before writing anything (issue 21): no admission,
+            # the conversation's credential slot unchanged, so the client may reopen and send again.
+            with pytest.raises(KeySessionUnavailable) as refused:
+                call()
+            assert refused.value.admission_refused
+            return
         a = call()
         if previous is not None:
             assert a.id == previous[1], "a resend did not return the original admission"
@@ -603,8 +610,8 @@ def _run_history(
                             key_session_id=sessions[n],
                             memory_state=None,
                         )
-                    except NotFound:  # another client revoked this session a moment ago
-                        result = ("not found",)
+                    except KeySessionUnavailable:  # revoked by another client since: nothing admitted
+                        result = ("no key session",)
                     else:
                         result = ("ok", adm.id, adm.mode, adm.policy_revision, adm.clear_generation)
                         admission = (
@@ -730,7 +737,7 @@ def _op(client: int, kind: str, args: tuple[object, ...], result: tuple[object, 
 
 
 def test_the_checker_finds_a_capture_that_landed_after_its_authority_was_retired() -> None:
-    admitted = _op(1, "admit", ("c",), ("ok", "adm", Mode.AUTO, 1, 0), 0, 1)
+    admitted = _op(1, "admit", ("c", "ks"), ("ok", "adm", Mode.AUTO, 1, 0), 0, 1)
     to_auto = _op(0, "mode", (Mode.AUTO, 0), ("ok", Mode.AUTO, 1), -2, -1)
     to_read_only = _op(0, "mode", (Mode.READ_ONLY, 1), ("ok", Mode.READ_ONLY, 2), 2, 3)
     landed = _op(1, "capture", ("adm", "c", Mode.AUTO, 1, 0, "ks", 0), ("ok", 1), 4, 5)
@@ -752,7 +759,7 @@ def test_the_checker_finds_a_lost_or_doubled_version() -> None:
 
 def test_the_checker_holds_revocations_to_their_durable_row() -> None:
     to_auto = _op(0, "mode", (Mode.AUTO, 0), ("ok", Mode.AUTO, 1), 0, 1)
-    admitted = _op(1, "admit", ("c",), ("ok", "adm", Mode.AUTO, 1, 0), 2, 3)
+    admitted = _op(1, "admit", ("c", "ks"), ("ok", "adm", Mode.AUTO, 1, 0), 2, 3)
     revoked = _op(0, "revoke", ("ks",), ("ok",), 4, 5)
     capture = ("adm", "c", Mode.AUTO, 1, 0, "ks", 0)
     assert (

@@ -285,3 +285,76 @@ def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
         assert {"Changes at its revision", "AI on/off", "Proposals"} <= titles
 
     drive(app, script)
+
+
+def test_the_assistant_survives_the_servers_idle_eviction(stage: Stage) -> None:
+    """The frame's cached key session is evicted after 30 idle minutes; the next send opens a fresh one."""
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        await ask(pilot, "what do you know?")
+        first = stage.frame.key_session()
+        stage.clock.now += 31 * 60
+        await ask(pilot, "still there?")
+        [one, two] = screen.conversation.exchanges
+        assert (one.revision, two.revision, two.error) == (1, 1, None)
+        assert "receipt: memory revision 1 was used" in shown(screen)
+        assert stage.frame.key_session() != first
+
+    drive(app, script)
+
+
+def test_taking_the_servers_version_after_a_conflict_gives_the_assistant_memory_again(stage: Stage) -> None:
+    """conflict → "Discard my draft, take version N" → recall: memory is provided at N, not withheld."""
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- a draft line\n")
+        stage.other.save(TEXT + "- newer\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        assert app.state.save_state.last.kind == "conflict"
+        await pilot.press("d")  # Discard my draft, take version 2
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert app.state.save_state.last.header() == "saved; version=2"
+        screen = await open_assistant(pilot)
+        await ask(pilot, "what do you know?")
+        exchange = screen.conversation.exchanges[0]
+        assert [(c.status, c.revision) for c in exchange.calls] == [(RecallStatus.PROVIDED, 2)]
+        assert exchange.result is not None and "- newer" in exchange.result.answer
+
+    drive(app, script)
+
+
+def test_reload_then_discard_after_a_conflict_also_resolves_it(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- a draft line\n")
+        stage.other.save(TEXT + "- newer\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await pilot.press("e")  # keep editing: still a conflict, memory withheld
+        await settle(pilot)
+        assert app.state.save_state.last.kind == "conflict"
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        await pilot.press("d")  # Save / Discard / Cancel: discard, then the reload takes version 2
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        screen = await open_assistant(pilot)
+        await ask(pilot, "remember: - likes tea")
+        exchange = screen.conversation.exchanges[0]
+        assert exchange.calls[0].status is RecallStatus.PROVIDED
+        assert exchange.result is not None and exchange.result.outcomes[0].kind == "proposed"
+
+    drive(app, script)

@@ -645,3 +645,207 @@ def test_a_deleted_document_is_restored_only_by_an_explicit_choice(stage: Stage,
 
     drive(app, script)
     assert stage.other.load().text == "- back\n"
+
+
+# --- issue 21: a draft the server will not take ------------------------------------------------------
+
+
+def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memframe_home: Any) -> None:
+    """Revoked token: Save fails, the dialog asks again with "Write to a file", and the draft lands in
+    drafts/<workspace>-<time>.md, mode 0600, before the frame quits."""
+    import stat
+
+    stage.other.save(TEXT, 0)
+    stage.frame = Refusing(stage.frame._backend)
+    app = stage.app()
+    farewells: list[str | None] = []
+    exit_app = app.exit
+
+    def exit_saying(*args: Any, message: str | None = None, **kwargs: Any) -> None:
+        farewells.append(message)
+        exit_app(*args, **kwargs)
+
+    app.exit = exit_saying  # type: ignore[method-assign]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- my unsaveable line\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, SaveDiscardCancel) and not dialog.offer_file  # nothing has failed yet
+        await pilot.press("w")  # not offered yet: does nothing
+        await settle(pilot)
+        assert app.screen is dialog
+        await pilot.press("s")  # Save: refused (revoked token)
+        await settle(pilot)
+        again = app.screen
+        assert isinstance(again, SaveDiscardCancel) and again.offer_file and app.is_running
+        await pilot.press("w")
+        await settle(pilot)
+
+    drive(app, script)
+    assert app.return_code == 0
+    [written] = sorted((memframe_home / "drafts").iterdir())
+    assert f"Your draft is in {written}" in (farewells[0] or "")  # printed once the terminal is back
+    assert written.name == "default-20261223-042640.md"
+    assert written.read_text(encoding="utf-8") == TEXT + "- my unsaveable line\n"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stage.other.load().version == 1
+
+
+def test_a_failed_save_says_f4_writes_the_draft_to_a_file(stage: Stage, memframe_home: Any) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- offline edit\n")
+        stage.frame.down = True
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "f4 writes it to a file" in app.state.message and app.state.save_failed
+        await pilot.press("f4")
+        await settle(pilot)
+        [written] = list((memframe_home / "drafts").iterdir())
+        assert f"Your draft is in {written} (mode 0600" in app.state.message
+        assert app.state.dirty  # the editor keeps the draft; the file is a copy
+        await pilot.press("f4")  # a second copy never overwrites the first
+        await settle(pilot)
+        assert len(list((memframe_home / "drafts").iterdir())) == 2
+        stage.frame.down = False
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.save_failed) == (2, False)
+
+    drive(app, script)
+
+
+# --- issue 21: changes made elsewhere, seen without a key press ---------------------------------------
+
+
+async def poll(pilot: Pilot[Any]) -> None:
+    """One tick of the head poll (the timer calls the same method every few seconds)."""
+    main_screen(pilot).poll_head()
+    await settle(pilot)
+
+
+def status_text(pilot: Pilot[Any]) -> str:
+    from memframe.tui.widgets.status import StatusBar
+
+    return str(main_screen(pilot).query_one(StatusBar).content)
+
+
+def test_a_clean_editor_takes_a_version_saved_elsewhere(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await poll(pilot)  # nothing changed: nothing said
+        assert app.state.base_version == 1 and app.state.message == ""
+        stage.other.save(TEXT + "- from elsewhere\n", 1)
+        await poll(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert main_screen(pilot).editor.text == TEXT + "- from elsewhere\n"
+        assert "Version 2 was saved elsewhere; the editor shows it" in app.state.message
+        stage.other.clear(2)
+        await poll(pilot)
+        assert (app.state.base_version, main_screen(pilot).editor.text) == (3, "")
+        assert "Version 3 was cleared elsewhere" in app.state.message
+
+    drive(app, script)
+
+
+def test_a_version_saved_elsewhere_never_replaces_a_draft(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- my draft\n")
+        stage.other.save(TEXT + "- from elsewhere\n", 1)
+        await poll(pilot)
+        assert app.state.draft == TEXT + "- my draft\n" and app.state.base_version == 1
+        assert app.state.newer_version == 2 and "⚠ version 2 is newer" in status_text(pilot)
+        assert app.state.message.startswith("Version 2 was saved elsewhere; your draft is based on version 1.")
+        app.state.say("")
+        await poll(pilot)  # the same newer version is not said again on every tick
+        assert app.state.message == ""
+        await pilot.press("ctrl+s")  # the usual conflict view, nothing written behind the person's back
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+
+    drive(app, script)
+    assert stage.other.load().text == TEXT + "- from elsewhere\n"
+
+
+def test_a_mode_changed_elsewhere_shows_in_the_status_bar(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        assert "Read only" in status_text(pilot)
+        stage.other.set_policy(Mode.AUTO, 0)
+        await poll(pilot)
+        assert app.state.mode is Mode.AUTO and "Auto" in status_text(pilot)
+        assert app.state.message.startswith("The mode was changed elsewhere: now Auto (policy revision 1).")
+
+    drive(app, script)
+
+
+def test_the_poll_says_offline_once_and_when_it_is_back(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        stage.frame.down = True
+        await poll(pilot)
+        first = app.state.message
+        assert first.startswith("Cannot check the server for changes made elsewhere:") and app.state.message_is_error
+        app.state.say("something else", error=False)
+        await poll(pilot)
+        await poll(pilot)
+        assert app.state.message == "something else"  # one line, not one per tick
+        stage.frame.down = False
+        app.state.say(first, error=True)
+        await poll(pilot)
+        assert app.state.message == "In touch with the server again." and not app.state.message_is_error
+
+    drive(app, script)
+
+
+def test_the_poll_runs_on_a_timer_only_when_asked_and_stops_with_the_frame(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    polled = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, poll_seconds=3)  # type: ignore[arg-type]
+    timers: list[Any] = []
+
+    async def script(pilot: Pilot[Any]) -> None:
+        timer = main_screen(pilot).poll_timer
+        assert timer is not None and timer._interval == 3
+        timers.append(timer)
+
+    drive(polled, script)
+    assert timers[0]._task is None or timers[0]._task.done()  # stopped when the frame exited
+    quiet = stage.app()
+
+    async def none(pilot: Pilot[Any]) -> None:
+        assert main_screen(pilot).poll_timer is None
+
+    drive(quiet, none)
+
+
+def test_quit_while_the_poll_cannot_reach_the_server_offers_the_file_at_once(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- draft\n")
+        stage.frame.down = True
+        await poll(pilot)
+        await pilot.press("ctrl+q")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, SaveDiscardCancel) and dialog.offer_file
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.is_running and app.state.dirty
+
+    drive(app, script)

@@ -230,3 +230,38 @@ def test_dismiss_drops_a_proposal_without_touching_memory(stage: Stage) -> None:
 
     drive(app, script)
     assert pending(stage) == [] and stage.other.load().version == 1
+
+
+def test_an_apply_that_landed_but_could_not_be_marked_says_applied_as_version_n(stage: Stage) -> None:
+    """The Save went through, marking the proposal applied did not (the server dropped): the frame moves
+    to the new version and says so, so the next Save does not conflict with the person's own apply."""
+    from memframe.core.errors import Unavailable
+
+    stage.other.save(TEXT, 0)
+    proposal = propose(stage, "remember: - likes tea")
+    store = stage.frame._backend.store  # type: ignore[attr-defined]
+
+    def dropped(proposal_id: str, status: str) -> None:
+        raise Unavailable("The memory service cannot be reached (offline); nothing was changed.")
+
+    store.resolve_proposal = dropped
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_proposals(pilot)
+        await pilot.press("a")
+        await settle(pilot)
+        words = said(screen)
+        assert f"Proposal {proposal}: Applied as version 2; could not mark the proposal applied" in words
+        assert "Not applied" not in words and "Nothing changed" not in words
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        assert app.state.save_state.last.header() == "saved; version=2"
+        assert main_screen(pilot).editor.text == TEXT + "- likes tea\n"
+        await pilot.press("escape")
+        await append(pilot, "- and my own line\n")
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (3, False)  # no conflict with its own apply
+
+    drive(app, script)
+    assert pending(stage) == [proposal]  # still pending on the server: the person may dismiss it

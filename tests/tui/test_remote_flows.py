@@ -139,3 +139,33 @@ def test_assistant_receipt_and_proposal_apply_over_http(remote_stage: Stage) -> 
     drive(app, script)
     assert stage.other.load().text == TEXT + "- likes tea\n"
     assert stage.other.proposals() == []
+
+
+def test_edits_and_assistant_turns_across_a_key_session_eviction_over_http(remote_stage: Stage) -> None:
+    """A frame left open past the server's idle time: its next message opens a fresh key session."""
+    stage = remote_stage
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("f2")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, AssistantScreen)
+        await ask(pilot, "what do you know?")
+        first = stage.frame.key_session()
+        await pilot.press("escape")
+        await settle(pilot)
+        stage.clock.now += 31 * 60  # half an hour idle: the server forgets the key
+        await pilot.press("end", *"- likes jam", "enter", "ctrl+s")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        await pilot.press("f2")
+        await settle(pilot)
+        await ask(pilot, "and now?")
+        assert [e.revision for e in screen.conversation.exchanges] == [1, 2]
+        assert all(e.error is None for e in screen.conversation.exchanges)
+        assert stage.frame.key_session() != first
+
+    drive(app, script)

@@ -17,20 +17,23 @@ from textual.widgets import Button, Footer, Static
 
 from memframe.tui.text import human_size
 
-DraftChoice = Literal["save", "discard", "cancel"]
+DraftChoice = Literal["save", "discard", "cancel", "file"]
 
 
 class SaveDiscardCancel(ModalScreen[DraftChoice]):
-    """Dismisses with "save", "discard" or "cancel"."""
+    """Dismisses with "save", "discard" or "cancel", or "file" when `offer_file` (a Save has failed):
+    the way out for a draft the server will not take."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "choose('save')", "Save", id="memframe.draft.save"),
         Binding("d", "choose('discard')", "Discard", id="memframe.draft.discard"),
         Binding("escape,c", "choose('cancel')", "Cancel", id="memframe.draft.cancel"),
+        Binding("w", "choose('file')", "Write to a file", id="memframe.draft.file"),
     ]
 
-    def __init__(self, purpose: str, base_version: int, size: int) -> None:
+    def __init__(self, purpose: str, base_version: int, size: int, *, offer_file: bool = False) -> None:
         super().__init__(classes="dialog")
+        self.offer_file = offer_file
         self.purpose = purpose
         self.base_version = base_version
         self.draft_size = size
@@ -43,10 +46,17 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
                 f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
                 f"Save it {self.purpose}, discard it, or cancel and keep editing?"
             )
+            if self.offer_file:
+                from memframe.backend.drafts import drafts_dir
+
+                yield Static(f"The server is not taking Saves now. Write to file keeps the draft in {drafts_dir()} "
+                             "(mode 0600).")  # fmt: skip
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Discard", id="discard", variant="error")
                 yield Button("Cancel", id="cancel")
+                if self.offer_file:
+                    yield Button("Write to file", id="file")
 
         yield Footer()
 
@@ -58,4 +68,9 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
         self.action_choose(event.button.id or "cancel")
 
     def action_choose(self, choice: str) -> None:
-        self.dismiss(choice if choice in ("save", "discard") else "cancel")  # type: ignore[arg-type]
+        allowed = ("save", "discard", "file") if self.offer_file else ("save", "discard")
+        self.dismiss(choice if choice in allowed else "cancel")  # type: ignore[arg-type]
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The file key shows (and works) only when the file is offered."""
+        return self.offer_file or parameters != ("file",)

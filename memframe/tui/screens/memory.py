@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
@@ -22,11 +23,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen, ScreenResultType
+from textual.timer import Timer
 from textual.widgets import Footer, TextArea
 
 from memframe.backend.base import Backend
 from memframe.tui import flows
-from memframe.tui.messages import Loaded, Tickets, WriteFinished
+from memframe.tui.messages import HeadRead, Loaded, Tickets, WriteFinished
 from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
 from memframe.tui.widgets.editor import PLACEHOLDER, MemoryEditor
 from memframe.tui.widgets.status import MessageLine, SizeWarning, StatusBar
@@ -58,14 +60,20 @@ class MemoryScreen(Screen[None]):
                 id="memframe.assistant"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.proposals"),
+        Binding("f4", "draft_file", "Draft to file", tooltip="Write the draft to a private file (when a Save fails)",
+                show=False, id="memframe.draft_file"),
     ]  # fmt: skip
 
     def __init__(
         self, backend: Backend, state: DocumentState, *, clock: Callable[[], float], syntax: bool | None = None,
-        cursor_blink: bool = True,
+        cursor_blink: bool = True, poll_seconds: float = 0.0,
     ) -> None:  # fmt: skip
         super().__init__()
         self.backend = backend
+        #: How often the head poll looks for changes made elsewhere (0: never; `flows.notice`).
+        self.poll_seconds = poll_seconds
+        self.poll_timer: Timer | None = None
+        self._polling = False
         self.state = state
         self.clock = clock
         self._editor_options = {"syntax": syntax, "cursor_blink": cursor_blink}
@@ -89,6 +97,8 @@ class MemoryScreen(Screen[None]):
         self.state.say("Loading the memory…")
         self.refresh_view()
         self.run_flow("loading", self._first_load_flow)
+        if self.poll_seconds > 0:  # a screen's timers stop with it, so the poll ends when the frame does
+            self.poll_timer = self.set_interval(self.poll_seconds, self.poll_head, name="head poll")
 
     def refresh_view(self) -> None:
         self.query_one(StatusBar).show(self.state)
@@ -129,20 +139,25 @@ class MemoryScreen(Screen[None]):
 
     # --- backend calls: thread workers, replies as messages -------------------------------------
 
-    async def read_memory(self) -> calls.LoadOutcome:
+    async def read_memory(self, *, keep_edits: bool = False) -> calls.LoadOutcome:
         ticket = self.tickets.issue()
         reply = self.tickets.wait(ticket)
-        self._load_worker(ticket)
+        self._load_worker(ticket, keep_edits)
         return await reply  # type: ignore[no-any-return]
 
     @work(thread=True, group="io", exit_on_error=False)
-    def _load_worker(self, ticket: int) -> None:
+    def _load_worker(self, ticket: int, keep_edits: bool = False) -> None:
         from memframe.tui import calls
 
-        self.post_message(Loaded(ticket, calls.load(self.backend)))
+        self.post_message(Loaded(ticket, calls.load(self.backend), keep_edits=keep_edits))
 
     def on_loaded(self, message: Loaded) -> None:
         outcome = message.outcome
+        if message.keep_edits and outcome.doc is not None:
+            self.sync_draft()
+            if self.state.dirty:  # typed while the load was in flight: the draft wins, the newer version waits
+                self.state.newer = max(outcome.doc.version, self.state.newer or 0)
+                outcome = replace(outcome, doc=None)
         if outcome.doc is not None:
             self.state.adopt(outcome.doc)
             self.editor.area.placeholder = PLACEHOLDER
@@ -180,6 +195,32 @@ class MemoryScreen(Screen[None]):
         self.refresh_view()
         self.tickets.resolve(message.ticket, outcome)
 
+    # --- the head poll: changes made elsewhere -------------------------------------------------
+
+    def poll_head(self) -> None:
+        """One look at the server's head revision and policy (the timer's tick; tests call it).
+        Skipped while a flow or a write is underway: what they change is theirs to show."""
+        if self._polling or self.busy is not None or self.state.in_flight or not self.state.loaded:
+            return
+        self._polling = True
+        self._head_worker()
+
+    @work(thread=True, group="io-poll", exit_on_error=False)
+    def _head_worker(self) -> None:
+        from memframe.tui import calls
+
+        self.post_message(HeadRead(0, calls.head(self.backend)))
+
+    def on_head_read(self, message: HeadRead) -> None:
+        self._polling = False
+        if self.busy is not None or self.state.in_flight:
+            return  # a flow began meanwhile; the next tick looks again
+        head = message.outcome.head
+        if flows.notice(self, head, message.outcome.error) and head is not None:
+            version = head.version
+            self.run_flow("taking the newer version", lambda: flows.follow(self, version))
+        self.refresh_view()
+
     # --- the flows ------------------------------------------------------------------------------
 
     async def _first_load_flow(self) -> None:
@@ -201,8 +242,8 @@ class MemoryScreen(Screen[None]):
     async def ask(self, dialog: Screen[ScreenResultType]) -> ScreenResultType:
         return await self.app.push_screen_wait(dialog)  # type: ignore[no-any-return]
 
-    def quit(self) -> None:
-        self.app.exit(0)
+    def quit(self, farewell: str | None = None) -> None:
+        self.app.exit(0, message=farewell)
 
     # --- actions: keys, footer and command palette ---------------------------------------------
 
@@ -217,6 +258,12 @@ class MemoryScreen(Screen[None]):
 
     def action_mode(self) -> None:
         self.run_flow("changing the mode", lambda: flows.mode(self))
+
+    def action_draft_file(self) -> None:
+        async def flow() -> None:
+            flows.draft_to_file(self)
+
+        self.run_flow("writing the draft to a file", flow)
 
     def action_preview(self) -> None:
         self.editor.preview = not self.editor.preview

@@ -28,8 +28,8 @@ class StatusBar(Static):
             ("Mode ", "dim"), (mode, "bold"),
         )  # fmt: skip
         second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))
-        if state.conflict is not None and state.dirty:
-            second.append_text(Text.assemble(_SEP, (f"⚠ version {state.conflict.version} is newer", "bold red")))
+        if state.newer_version is not None and state.dirty:
+            second.append_text(Text.assemble(_SEP, (f"⚠ version {state.newer_version} is newer", "bold red")))
         self.update(Text("\n").join([first, second]))
 
 
