@@ -38,7 +38,7 @@ class LocalStore:
         self.service = service
         self.workspace_id = workspace_id
         self.user = user
-        self.location = str(service.db.path)
+        self.location = service.db.identity()
         self._owns_service = owns_service
         self._model = model
 

@@ -435,7 +435,7 @@ class SealedBackend:
         try:
             self.store.resolve_proposal(proposal_id, ProposalStatus.APPLIED)
         except MemframeError as exc:  # the Save landed: say so, with its version, never "not applied"
-            raise ProposalNotMarked(info, exc) from None
+            raise ProposalNotMarked.landed(info, exc) from None
         return info
 
     def dismiss_proposal(self, proposal_id: str) -> None:

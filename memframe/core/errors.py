@@ -320,14 +320,18 @@ class ProposalNotMarked(MemframeError):
     code = "proposal_not_marked"
     status = 500
 
-    def __init__(self, info: Any, reason: MemframeError) -> None:
-        super().__init__(
+    info: Any = None  # the VersionInfo the Save acknowledged (set by `landed`)
+
+    @classmethod
+    def landed(cls, info: Any, reason: MemframeError) -> ProposalNotMarked:
+        """The error for a Save acknowledged as `info` whose proposal could not be marked (`reason`)."""
+        error = cls(
             f"Applied as version {info.version}; could not mark the proposal applied ({reason}); "
             "if it still shows as pending, dismiss it.",
             version=info.version,
         )
-        self.info = info
-        self.reason = reason
+        error.info = info
+        return error
 
 
 class Unavailable(MemframeError):

@@ -190,21 +190,19 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         """The X-Key-Session a send names must exist, be live and unrevoked, and be this
         workspace's and this person's; otherwise nothing is admitted (the transaction rolls back).
 
-        A session that is gone (idle eviction, expiry, a restart, a revocation) is
-        KeySessionUnavailable with `admission_refused`, so the client may open a fresh one and send
-        the same message again; one that is another person's or workspace's reveals nothing (404).
+        Every way of failing gets the same answer, KeySessionUnavailable with `admission_refused`,
+        so another person's live session is indistinguishable from a dead one, and the client may
+        open a fresh session of its own and send the same message again.
         """
         info = self.key_sessions.describe(session_id)
         revoked = conn.execute(
             "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session_id,)
         ).fetchone()
-        if info is None or revoked is not None:
+        if info is None or revoked is not None or (info.workspace_id, info.user_id) != (workspace_id, user):
             raise KeySessionUnavailable(
                 "The key session is closed, expired or unknown; nothing was admitted. Open a new one and send again.",
                 admission_refused=True,
             )
-        if (info.workspace_id, info.user_id) != (workspace_id, user):
-            raise NotFound("No such key session (it may have expired or been revoked); open a new one.")
 
     @staticmethod
     def _claim_conversation(

@@ -178,6 +178,11 @@ class Database:
         """The database as a person may be shown it (never a password)."""
         return str(self.path)
 
+    def identity(self) -> str:
+        """What tells this database from every other one: its file. A client keys what it has seen
+        (`backend/heads.py`) on it, so two databases never share a record."""
+        return str(self.path)
+
     def schema_versions(self) -> list[tuple[int, str]]:
         with self.read() as conn:
             return [tuple(r) for r in conn.execute("SELECT version, name FROM schema_migrations ORDER BY version")]  # type: ignore[misc]

@@ -106,6 +106,17 @@ def safe_location(url: str) -> str:
     return f"postgresql://{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
 
 
+def identity_of(url: str) -> str:
+    """host:port/dbname and the connection options (a schema's search_path) of a PostgreSQL URL:
+    what tells one database from another, without the password or the user."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return url.rpartition("@")[2]
+    options = info.get("options", "")
+    return f"{safe_location(url)}?options={options}" if options else safe_location(url)
+
+
 class PostgresDatabase(Database):
     """A PostgreSQL database through a connection pool; see the module docstring for the locking."""
 
@@ -159,6 +170,9 @@ class PostgresDatabase(Database):
 
     def where(self) -> str:
         return safe_location(self.url)
+
+    def identity(self) -> str:
+        return identity_of(self.url)
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -34,6 +34,7 @@ from memframe.core.edits import MemoryChange
 from memframe.core.errors import (
     CaptureRefused,
     InvalidInput,
+    KeySessionUnavailable,
     MemframeError,
     NamespaceReserved,
     NotFound,
@@ -430,9 +431,10 @@ def test_a_send_must_name_a_live_key_session_of_its_own_person_and_workspace(wor
     if whose == "revoked":
         world.a.revoke_key_session(LOCAL_USER, world.session)
     before = dump(world.path)
-    with pytest.raises(NotFound) as refused:
+    # One answer for every case, so another person's live session looks exactly like a dead one.
+    with pytest.raises(KeySessionUnavailable) as refused:
         world.a.admit(LOCAL_USER, "ws", "conv-2", idempotency_key="k", key_session_id=session, memory_state=None)
-    assert "key session" in str(refused.value)
+    assert "key session" in str(refused.value) and refused.value.admission_refused
     assert_clean(world, "admit", refused.value)
     assert not diff_dumps(before, dump(world.path))
 
@@ -450,7 +452,7 @@ def test_removing_a_member_revokes_their_key_sessions_and_retires_their_turns(wo
         AUTOMATION_OPS["commit_capture"](world, bob_turn)
     assert not diff_dumps(before, dump(world.path))
     # Another member's turn cannot borrow the removed member's session either.
-    with pytest.raises(NotFound):
+    with pytest.raises(KeySessionUnavailable):
         world.a.admit(LOCAL_USER, "ws", "c3", idempotency_key="k3", key_session_id=bob_session, memory_state=None)
 
 

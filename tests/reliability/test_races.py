@@ -268,12 +268,8 @@ class PolicyMachine(RuleBasedStateMachine):
                 call()
             return
         dead = session is not None and (session not in self.live or self.service.key_sessions.describe(session) is None)
-        if previous is None and dead:  # a send naming a closed key session is not admitted (issue 17)
-            with pytest.raises(NotFound):
-                call()
-            return
-        if previous is None and session is not None and session not in self.live:
-            # Ingress refuses a dead key session before writing anything (issue 21): no admission,
+        if previous is None and dead:
+            # Ingress refuses a dead key session before writing anything (issues 17 and 21): no admission,
             # the conversation's credential slot unchanged, so the client may reopen and send again.
             with pytest.raises(KeySessionUnavailable) as refused:
                 call()
