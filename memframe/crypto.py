@@ -479,15 +479,17 @@ def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_wor
     if doc.get("format") != _KEYFILE_FORMAT:
         raise ValueError
     workspace = str(doc["workspace"])
-    from memframe.core.errors import KeyFileError
-
     if expected_workspace is not None and workspace != expected_workspace:
+        from memframe.core.errors import KeyFileError  # imported only here: `history -p` reads keys too
+
         raise KeyFileError(
             f"The {source} holds the key of workspace {workspace!r}, not {expected_workspace!r}; nothing was imported."
         )
     if "key" in doc:
         return base64.b64decode(doc["key"], validate=True)
     if not passphrase:
+        from memframe.core.errors import KeyFileError
+
         raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
     salt = base64.b64decode(doc["salt"], validate=True)
     nonce = base64.b64decode(doc["nonce"], validate=True)
@@ -498,6 +500,8 @@ def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_wor
         kdf_key = _kdf(passphrase, salt, int(doc.get("n", 2**15)))
         return _aesgcm(kdf_key).decrypt(nonce, wrapped, workspace.encode())  # type: ignore[no-any-return]
     except InvalidTag:
+        from memframe.core.errors import KeyFileError
+
         raise KeyFileError("Wrong passphrase for the workspace key.") from None
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 
 from memframe.service.db import Database, migrations, statements
+from memframe.service.engines import open_database
 from tests.pg_server import PostgresServer
 
 
@@ -38,7 +39,7 @@ def test_both_engines_end_with_the_same_tables_and_columns(tmp_path: Path, postg
     Database(tmp_path / "s.db").close()
     url = postgres_server.fresh_url()
     try:
-        db = Database(url)
+        db = open_database(url)
         assert type(db).__name__ == "PostgresDatabase"
         assert db.schema_versions() == [(n, name) for n, name, _ in migrations()]
         db.close()

@@ -21,8 +21,10 @@ from tests.conftest import World
 from tests.reliability.support import dump, raw
 
 
-def _db(world: World) -> Path:
-    return Path(world.service.db.path)
+def _db(world: World) -> Path | str:
+    """The database file, or the PostgreSQL URL, that the world's service runs on."""
+    db = world.service.db
+    return Path(db.path) if db.path is not None else db.url  # type: ignore[attr-defined]
 
 
 def _rows(world: World) -> dict[int, tuple[int, str, bytes]]:

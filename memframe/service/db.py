@@ -1,7 +1,7 @@
 """The database: durable writes, one writer per process, numbered migrations, two engines.
 
-The engine is chosen by what `Database(...)` is given: a path or `sqlite:///path` opens the
-embedded SQLite file (the default, described below); `postgresql://…` opens a PostgreSQL
+The engine is chosen by what `memframe.service.engines.open_database(...)` is given: a path or
+`sqlite:///path` opens the embedded SQLite file (the default, described below); `postgresql://…` opens a PostgreSQL
 server through a psycopg connection pool (`memframe.service.pg`, which says how its batches
 serialise). Either way the service sees the same API and writes the same SQL.
 
@@ -88,8 +88,8 @@ def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
 class Database:
     """One SQLite file, opened once: a writer connection and a reader per thread.
 
-    `Database("postgresql://…")` returns a `memframe.service.pg.PostgresDatabase` instead: the
-    same API over a PostgreSQL server.
+    `engines.open_database("postgresql://…")` gives a `memframe.service.pg.PostgresDatabase`
+    instead: the same API over a PostgreSQL server.
     """
 
     #: Which statements of a migration this engine runs (see `memframe.service.migrations`).
@@ -104,13 +104,6 @@ class Database:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
     )
-
-    def __new__(cls, target: str | Path, **_: Any) -> Database:
-        if cls is Database and is_postgres_url(target):
-            from memframe.service.pg import PostgresDatabase
-
-            return super().__new__(PostgresDatabase)
-        return super().__new__(cls)
 
     def __init__(self, path: str | Path, *, clock: Clock = time.time) -> None:
         self._file = sqlite_path(path)

@@ -1,6 +1,6 @@
 """The PostgreSQL engine: the same `Database` API, batches and fence over a psycopg pool.
 
-`Database("postgresql://…")` opens this. The service's SQL is written once, in the
+`engines.open_database("postgresql://…")` opens this. The service's SQL is written once, in the
 neutral dialect both engines speak (`?` and `:name` placeholders, `ON CONFLICT`,
 `IS TRUE`, `CAST`); `_PgConnection` only turns the placeholders into psycopg's.
 

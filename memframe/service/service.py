@@ -27,7 +27,8 @@ from memframe.core.types import (
 from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
-from memframe.service.db import Clock, Database
+from memframe.service.db import Clock
+from memframe.service.engines import open_database
 from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS, KeySessions
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
@@ -60,7 +61,7 @@ class MemoryService:
     ) -> None:
         """`key_session_idle` and `key_session_lifetime` (seconds) bound how long a key stays in RAM:
         unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`)."""
-        self.db = Database(db_path, clock=clock)
+        self.db = open_database(db_path, clock=clock)
         self.key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
         self.accounts = Accounts(self.db, self.key_sessions)
 
