@@ -11,11 +11,12 @@ from typing import ClassVar, Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from memframe.tui.text import human_size
+from memframe.tui.widgets.footer import KeyFooter
 
 DraftChoice = Literal["save", "discard", "cancel"]
 
@@ -23,11 +24,13 @@ DraftChoice = Literal["save", "discard", "cancel"]
 class SaveDiscardCancel(ModalScreen[DraftChoice]):
     """Dismisses with "save", "discard" or "cancel"."""
 
+    HELP_NAME = "Unsaved changes"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "choose('save')", "Save", id="memframe.draft.save"),
-        Binding("d", "choose('discard')", "Discard", id="memframe.draft.discard"),
-        Binding("escape,c", "choose('cancel')", "Cancel", id="memframe.draft.cancel"),
-    ]
+        Binding("s", "choose('save')", "Save", tooltip="Save the draft first, then go on", id="memframe.draft.save"),
+        Binding("d", "choose('discard')", "Discard", tooltip="Drop the draft, then go on", id="memframe.draft.discard"),
+        Binding("escape", "choose('cancel')", "Cancel", tooltip="Keep editing; nothing happens",
+                id="memframe.draft.cancel"),
+    ]  # fmt: skip
 
     def __init__(self, purpose: str, base_version: int, size: int) -> None:
         super().__init__(classes="dialog")
@@ -39,16 +42,17 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
         base = f"version {self.base_version}" if self.base_version else "an empty, never-saved memory"
         with Vertical(classes="dialog-box"):
             yield Static("Unsaved changes", classes="dialog-title")
-            yield Static(
-                f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
-                f"Save it {self.purpose}, discard it, or cancel and keep editing?"
-            )
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(
+                    f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
+                    f"Save it {self.purpose}, discard it, or cancel and keep editing? (s, d or escape)"
+                )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Discard", id="discard", variant="error")
                 yield Button("Cancel", id="cancel")
 
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#save", Button).focus()

@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
@@ -29,6 +29,7 @@ from memframe.tui import calls
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.text import diff_text, human_size, operation, when, who
+from memframe.tui.widgets.footer import KeyFooter
 
 PAGE_SIZE = 50
 #: Start fetching the next page when the cursor is this close to the last loaded row.
@@ -66,6 +67,7 @@ class RevisionTable(DataTable[str]):
 class ChangesScreen(Screen[int | None]):
     """Dismisses with a revision to restore (Undo), or None."""
 
+    HELP_NAME = "Changes"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back to editor", id="memframe.changes.back"),
         Binding("d", "toggle_against", "Diff: previous/current", id="memframe.changes.against"),
@@ -99,7 +101,7 @@ class ChangesScreen(Screen[int | None]):
         with VerticalScroll(id="diff-pane"):
             yield Static(id="diff-title")
             yield Static(id="diff")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#revisions", DataTable)
