@@ -78,12 +78,24 @@ def screens() -> list[tuple[str, list[BindingType]]]:
         ("Proposals", list(ProposalsScreen.BINDINGS)),
         ("Mode", list(ModeSwitcher.BINDINGS)),
         ("Unsaved changes", list(SaveDiscardCancel.BINDINGS)),
-        ("Conflict", list(ConflictScreen.BINDINGS)),
+        *(
+            (f"Conflict ({what})", _variant(ConflictScreen.BINDINGS, variant))
+            for variant, what in (
+                ("save", "a Save lost the race"),
+                ("undo", "an Undo lost the race"),
+                ("apply", "applying a proposal lost the race"),
+            )
+        ),
         ("Clear", list(ConfirmClear.BINDINGS)),
         ("Clear conflict", list(ClearConflict.BINDINGS)),
         ("Are you sure?", list(ConfirmAction.BINDINGS)),
         ("Help", list(HelpScreen.BINDINGS)),
     ]
+
+
+def _variant(bindings: Iterable[BindingType], variant: str) -> list[BindingType]:
+    """The conflict view's keys for one variant (its bindings name their variant, see `check_action`)."""
+    return [b for b in Binding.make_bindings(bindings) if "', '" not in b.action or f"'{variant}')" in b.action]
 
 
 def every_key(keymap: Mapping[str, str] | None = None) -> list[tuple[str, list[KeyRow]]]:

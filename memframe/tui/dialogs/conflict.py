@@ -41,14 +41,14 @@ class ConflictScreen(ModalScreen[ConflictChoice]):
 
     HELP_NAME = "Conflict"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "choose('edit')", "Back, changing nothing", show=False, id="memframe.conflict.back",
-                tooltip="As Keep editing: nothing is written"),
+        Binding("escape", "choose('back')", "Back, writing nothing", show=False, id="memframe.conflict.back",
+                tooltip="Keep editing after a Save; keep the newer version after an Undo or Apply"),
         *_keys("save", "Keep editing", "Save over newer", "Discard my draft",
                "Take the newer version; asks first, since the draft is lost"),
         *_keys("undo", "Edit its text", "Restore over newer", "Keep newer",
-               "Keep the newer version; nothing is restored"),
+               "Keep the newer version; nothing of yours is written"),
         *_keys("apply", "Edit the result", "Apply to newer", "Keep newer",
-               "Keep the newer version; the proposal stays pending"),
+               "Keep the newer version; nothing of yours is written"),
     ]  # fmt: skip
 
     def __init__(
@@ -124,6 +124,8 @@ class ConflictScreen(ModalScreen[ConflictChoice]):
         self.dismiss(choice if choice in ("overwrite", "discard") else "edit")  # type: ignore[arg-type]
 
     def action_choose(self, choice: str, variant: str | None = None) -> None:
+        if choice == "back":  # nothing is written, and nothing of the person's is lost
+            choice = "edit" if self.variant == "save" else "discard"
         if choice == "discard" and self.variant == "save":
             self._confirm_discard()  # one key must not lose a draft: `d` asks first
             return
