@@ -196,7 +196,7 @@ def test_write_setting_a_write_failure_is_one_line_naming_the_file(tmp_path: Pat
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder", encoding="utf-8")  # so the config's folder cannot be made, even by root
     target = blocker / "config.toml"
-    with pytest.raises(InvalidInput, match="cannot (read|write) it") as caught:
+    with pytest.raises(InvalidInput, match=r"cannot (read|write) it") as caught:
         settings.write_setting(target, "theme", "nord")
     assert str(target) in str(caught.value) and "\n" not in str(caught.value)
     assert blocker.read_text(encoding="utf-8") == "not a folder"

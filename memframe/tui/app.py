@@ -25,7 +25,7 @@ from memframe.backend.base import Backend
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import MemframeError
 from memframe.settings import Settings
-from memframe.tui.keys import full_keymap
+from memframe.tui.keys import APP_BINDINGS, full_keymap
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
 
@@ -41,14 +41,12 @@ class MemoryFrameApp(App[int]):
 
     CSS_PATH = "memframe.tcss"
     TITLE = "memframe"
+    #: Every screen gets -narrow / -wide and -low / -tall classes, so the .tcss can reflow for 80×24 and 60×20.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-low"), (26, "-tall")]
     #: Set by `run_frame`, when the frame is all this process does; see `freeze_heap`.
     owns_process = False
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f1", "help", "Help", tooltip="Every key of this screen and what it does; escape closes it",
-                id="memframe.help"),
-        Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
-                id="memframe.quit"),
-    ]  # fmt: skip
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     def __init__(
         self, backend: Backend, *, clock: Clock = time.time, syntax: bool | None = None, cursor_blink: bool = True,
@@ -90,7 +88,7 @@ class MemoryFrameApp(App[int]):
 
     def action_help(self) -> None:
         """F1: the keys of the screen in front (F1 again, or escape, closes it)."""
-        from memframe.tui.keys import rows
+        from memframe.tui.keys import every_key, rows
         from memframe.tui.screens.help import HelpScreen
 
         if isinstance(self.screen, HelpScreen):
@@ -98,7 +96,13 @@ class MemoryFrameApp(App[int]):
             return
         here = [active.binding for active in self.screen.active_bindings.values()]
         name = getattr(self.screen, "HELP_NAME", None) or type(self.screen).__name__
-        self.push_screen(HelpScreen(name, rows(here), self._keymap))
+        self.push_screen(HelpScreen(name, rows(here), every_key(self._keymap)))
+
+    def help_binding(self) -> Binding:
+        """The Help binding as the keymap has it (dialogs' footers show it too)."""
+        binding = next(b for b in Binding.make_bindings(self.BINDINGS) if b.id == "memframe.help")
+        keys = self._keymap.get("memframe.help")
+        return binding.with_key(keys.split(",")[0]) if keys else binding
 
     def _remember_theme(self, theme: Theme) -> None:
         """A theme picked in the palette is written to the settings file, so the next frame opens in it."""

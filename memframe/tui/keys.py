@@ -17,6 +17,17 @@ from textual.binding import Binding, BindingType
 
 PREFIX = "memframe."
 
+#: The keys that work on every screen (the App's BINDINGS). Help is a priority binding so it works in dialogs.
+APP_BINDINGS: list[BindingType] = [
+    Binding("f1", "help", "Help", tooltip="Every key of this screen and what it does; escape closes it",
+            priority=True, id="memframe.help"),
+    Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
+            id="memframe.quit"),
+]  # fmt: skip
+
+#: The help screen's own keys (F1 again closes it too, through the App's binding).
+HELP_BINDINGS: list[BindingType] = [Binding("escape", "close", "Close help", id="memframe.help.close")]
+
 
 @dataclass(frozen=True)
 class KeyRow:
@@ -59,19 +70,17 @@ def rows(bindings: Iterable[BindingType], keymap: Mapping[str, str] | None = Non
 
 def screens() -> list[tuple[str, list[BindingType]]]:
     """Every screen and dialog of the frame with its bindings, in the order a person meets them."""
-    from memframe.tui.app import MemoryFrameApp
     from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
     from memframe.tui.dialogs.confirm import ConfirmAction
     from memframe.tui.screens.assistant import AssistantScreen
     from memframe.tui.screens.changes import ChangesScreen
-    from memframe.tui.screens.help import HelpScreen
     from memframe.tui.screens.memory import MemoryScreen
     from memframe.tui.screens.mode import ModeSwitcher
     from memframe.tui.screens.proposals import ProposalsScreen
     from memframe.tui.widgets.editor import MemoryEditor
 
     return [
-        ("Everywhere", list(MemoryFrameApp.BINDINGS)),
+        ("Everywhere", list(APP_BINDINGS)),
         ("Memory (the editor)", [*MemoryScreen.BINDINGS, *MemoryEditor.BINDINGS]),
         ("Changes", list(ChangesScreen.BINDINGS)),
         ("Assistant", list(AssistantScreen.BINDINGS)),
@@ -89,7 +98,7 @@ def screens() -> list[tuple[str, list[BindingType]]]:
         ("Clear", list(ConfirmClear.BINDINGS)),
         ("Clear conflict", list(ClearConflict.BINDINGS)),
         ("Are you sure?", list(ConfirmAction.BINDINGS)),
-        ("Help", list(HelpScreen.BINDINGS)),
+        ("Help", list(HELP_BINDINGS)),
     ]
 
 

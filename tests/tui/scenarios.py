@@ -210,7 +210,7 @@ async def _clear_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     stage.other.save(SAMPLE + "- Added from the other window a moment ago.\n", 1)
     await pilot.press("ctrl+l")
     await settle(pilot)
-    await pilot.press("shift+tab", "enter")  # from Cancel to "Clear memory"
+    await pilot.press("ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
     await settle(pilot)
 
 

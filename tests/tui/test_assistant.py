@@ -218,12 +218,12 @@ def test_workspace_ai_is_switched_from_the_pane_and_not_by_the_mode(stage: Stage
         policy = stage.other.get_policy()
         screen = await open_assistant(pilot)
         assert "Workspace AI is off" in said(screen, "#assistant-ai")
-        await pilot.press("ctrl+t")
+        await pilot.press("f4")
         await settle(pilot)
         assert stage.other.get_ai().enabled
         assert "Workspace AI is on" in said(screen, "#assistant-ai")
         assert stage.other.get_policy() == policy  # the mode is a separate setting
-        await pilot.press("ctrl+t")
+        await pilot.press("f4")
         await settle(pilot)
         assert not stage.other.get_ai().enabled
 

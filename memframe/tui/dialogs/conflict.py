@@ -90,17 +90,18 @@ class ConflictScreen(ModalScreen[ConflictChoice]):
         deleted = " (the document was deleted; writing restores it)" if self.server.deleted else ""
         with Vertical(classes="dialog-box wide"):
             yield Static("Conflict: the memory changed on the server", classes="dialog-title")
-            yield Static(lead)
-            with Horizontal(id="conflict-panes"):  # side by side when wide; stacked when narrow (the .tcss)
-                with VerticalScroll(classes="pane"):
-                    yield Static(f"Version {newer} on the server{by}{deleted}", classes="pane-title")
-                    yield Static(self.server.text or "(empty)", markup=False)
-                with VerticalScroll(classes="pane"):
-                    yield Static(mine_label, classes="pane-title")
-                    yield Static(self.mine or "(empty)", markup=False)
-            with VerticalScroll(id="conflict-diff", classes="pane"):
-                yield Static(f"What changes if yours is written (version {newer} → yours)", classes="pane-title")
-                yield Static(diff_text(self.server.text, self.mine, f"version {newer}", "yours"))
+            with Vertical(id="conflict-body"):  # scrolls as one column when the terminal is small (the .tcss)
+                yield Static(lead)
+                with Horizontal(id="conflict-panes"):  # side by side when wide; stacked when small
+                    with VerticalScroll(classes="pane"):
+                        yield Static(f"Version {newer} on the server{by}{deleted}", classes="pane-title")
+                        yield Static(self.server.text or "(empty)", markup=False)
+                    with VerticalScroll(classes="pane"):
+                        yield Static(mine_label, classes="pane-title")
+                        yield Static(self.mine or "(empty)", markup=False)
+                with VerticalScroll(id="conflict-diff", classes="pane"):
+                    yield Static(f"What changes if yours is written (version {newer} → yours)", classes="pane-title")
+                    yield Static(diff_text(self.server.text, self.mine, f"version {newer}", "yours"))
             with Horizontal(classes="dialog-buttons"):
                 yield Button(edit, id="edit", variant="primary")
                 yield Button(overwrite, id="overwrite", variant="warning")
@@ -110,9 +111,6 @@ class ConflictScreen(ModalScreen[ConflictChoice]):
 
     def on_mount(self) -> None:
         self.query_one("#edit", Button).focus()
-
-    def on_resize(self) -> None:
-        self.set_class(self.size.width < 90 or self.size.height < 26, "-narrow")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Only this dialog's variant of each key is shown and answers (see `_keys`)."""

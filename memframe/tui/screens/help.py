@@ -6,18 +6,17 @@ help says what the keys do today and cannot drift from them. Escape (or F1 again
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from memframe.tui.keys import KeyRow, every_key
+from memframe.tui.keys import HELP_BINDINGS, KeyRow
 from memframe.tui.widgets.footer import KeyFooter
 
 INTRO = (
@@ -41,18 +40,16 @@ def key_table(key_rows: list[KeyRow]) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    """The keys of `screen_name` (the rows given), then the whole frame's."""
+    """The keys of `screen_name` (`here`), then the whole frame's (`every`: screen name and its rows)."""
 
     HELP_NAME = "Help"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Close help", id="memframe.help.close"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = HELP_BINDINGS
 
-    def __init__(self, screen_name: str, here: list[KeyRow], keymap: Mapping[str, str] | None = None) -> None:
+    def __init__(self, screen_name: str, here: list[KeyRow], every: list[tuple[str, list[KeyRow]]]) -> None:
         super().__init__(classes="dialog")
         self.screen_name = screen_name
         self.here = here
-        self.keymap = keymap or {}
+        self.every = every
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog-box help-box"):
@@ -62,7 +59,7 @@ class HelpScreen(ModalScreen[None]):
                 yield Static(Text("Keys here", style="bold underline"))
                 yield Static(key_table(self.here), id="help-here")
                 yield Static(Text("Every key of the frame", style="bold underline"), classes="help-section")
-                for name, key_rows in every_key(self.keymap):
+                for name, key_rows in self.every:
                     yield Static(Text(name, style="bold"), classes="help-screen-name")
                     yield Static(key_table(key_rows))
         yield KeyFooter()
