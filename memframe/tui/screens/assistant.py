@@ -92,6 +92,7 @@ class AssistantScreen(Screen[None]):
         self.consent: AIConsent | None = None
         self.policy: Policy | None = None
         self.sending = False
+        self._proposal_waits = False
         self.tickets = Tickets()
 
     def compose(self) -> ComposeResult:
@@ -114,7 +115,11 @@ class AssistantScreen(Screen[None]):
         self.query_one(Input).focus()
 
     def on_screen_resume(self) -> None:
-        """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile."""
+        """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile,
+        and a note about a waiting proposal is stale (it may have been applied or dismissed since)."""
+        if self._proposal_waits:
+            self._proposal_waits = False
+            self._say("")
         self._show_status()
         self._read_status(self.tickets.issue())
 
@@ -174,6 +179,7 @@ class AssistantScreen(Screen[None]):
         await self.exchanges.append(ExchangeItem(exchange))
         self.exchanges.index = len(self.exchanges) - 1
         self.sending = True
+        self._proposal_waits = False
         self._say("")
         self._send(self.tickets.issue(), exchange, self.conversation.id, text)
 
@@ -202,6 +208,7 @@ class AssistantScreen(Screen[None]):
             self.post_message(self.CatchUp(max(committed)))
         if any(o.kind == "proposed" for o in outcome.result.outcomes):
             self._say("A proposal waits for your review: f3 opens Proposals.")
+            self._proposal_waits = True
 
     # --- keys ----------------------------------------------------------------------------------
 

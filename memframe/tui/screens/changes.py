@@ -143,11 +143,11 @@ class ChangesScreen(Screen[int | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", tooltip="Back to the editor (or close the search / go-to box first)",
                 id="memframe.changes.back"),
-        Binding("u", "restore", "Undo to this", tooltip="Restore this revision's text as a new version",
+        Binding("u", "restore", "Undo", tooltip="Restore this revision's text as a new version",
                 id="memframe.changes.restore"),
         Binding("c", "toggle_against", "Compare", tooltip="Diff against the previous revision or the current text",
-                id="memframe.changes.against"),
-        Binding("v", "toggle_view", "Text/diff", tooltip="Show the revision's whole text, or its diff",
+                show=False, id="memframe.changes.against"),
+        Binding("v", "toggle_view", "Text", tooltip="Show the revision's whole text, or its diff",
                 id="memframe.changes.view"),
         Binding("g", "goto", "Go to", tooltip="Go to a version by its number", id="memframe.changes.goto"),
         Binding("slash", "search", "Search", tooltip="Search the text of every revision (decrypted here)",
@@ -161,8 +161,9 @@ class ChangesScreen(Screen[int | None]):
         at: int | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
-        #: The revision to open at, until it has been found (or shown not to exist).
+        #: The revision to open at (or go to), until it has been found (or shown not to exist).
         self.at = at
+        self.receipt_at = at
         self.opened_at: int | None = None
         self.backend = backend
         self.state = state
@@ -273,17 +274,21 @@ class ChangesScreen(Screen[int | None]):
                 self.owed = target - (table.row_count - 1)
                 self._request_page()
             table.move_cursor(row=min(target, table.row_count - 1), animate=False)
-        if self.at is not None and self._seek(self.at):
+        if self.at is not None and self._seek(self.at, opened=self.at == self.receipt_at):
             return
         if first and not page.rows:
             self.query_one("#diff", Static).update("No revisions yet: the memory has never been saved.")
         elif first:
             self._show_diff(page.rows[0].version)
 
-    def _seek(self, version: int) -> bool:
-        """Move the cursor to `version` once it is listed; fetch the next page until then. True while seeking."""
+    def _seek(self, version: int, *, opened: bool = False) -> bool:
+        """Move the cursor to `version` once it is listed; fetch the next page until then. True while seeking.
+
+        `opened`: this is the revision Changes was opened at (an answer's receipt), and the title says so."""
         if version in self.rows:
-            self.at, self.opened_at = None, version
+            self.at = None
+            if opened:
+                self.opened_at, self.receipt_at = version, None
             table = self.query_one("#revisions", DataTable)
             row = table.get_row_index(str(version))
             if row == table.cursor_row:
@@ -292,6 +297,7 @@ class ChangesScreen(Screen[int | None]):
             self._title()
             return True
         if not self.complete:
+            self.at = version
             self._title(f"looking for revision {version}… ({len(self.rows):,} listed)")
             self._request_page(seeking=True)
             return True

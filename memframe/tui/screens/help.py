@@ -55,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog-box help-box"):
             yield Static(f"Help · {self.screen_name}", classes="dialog-title")
             with VerticalScroll(id="help-body"):
-                yield Static(INTRO, classes="help-intro")
+                yield Static(INTRO, classes="help-intro", markup=False)
                 yield Static(Text("Keys here", style="bold underline"))
                 yield Static(key_table(self.here), id="help-here")
                 yield Static(Text("Every key of the frame", style="bold underline"), classes="help-section")
