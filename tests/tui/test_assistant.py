@@ -281,7 +281,8 @@ def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Assistant", "Proposals"} <= titles
         screen = await open_assistant(pilot)
-        titles = {c.title for c in app.get_system_commands(screen)}
-        assert {"Changes at its revision", "AI on/off", "Proposals"} <= titles
+        commands = {c.title: c.help for c in app.get_system_commands(screen)}
+        assert {"Changes", "AI on/off", "Proposals"} <= commands.keys()
+        assert "the memory revision the highlighted answer used" in commands["Changes"]  # the footer's short label
 
     drive(app, script)

@@ -72,8 +72,8 @@ class AssistantScreen(Screen[None]):
 
     HELP_NAME = "Assistant"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back to editor", id="memframe.assistant.back"),
-        Binding("ctrl+g", "changes", "Changes at its revision",
+        Binding("escape", "close", "Back", tooltip="Back to the editor", id="memframe.assistant.back"),
+        Binding("ctrl+g", "changes", "Changes",
                 tooltip="Open Changes at the memory revision the highlighted answer used",
                 id="memframe.assistant.changes"),
         Binding("f4", "toggle_ai", "AI on/off", tooltip="Turn workspace AI on or off for this workspace",
