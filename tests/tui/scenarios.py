@@ -351,5 +351,5 @@ SCENARIOS = [
 ]  # fmt: skip
 #: The states pinned (and pictured) at 80×24 and 60×20 too: every screen and the dialogs that carry text.
 SMALL = ["editing", "conflict", "save_discard_cancel", "clear_conflict", "changes", "assistant", "proposals",
-         "proposal_conflict", "help"]  # fmt: skip
+         "proposal_conflict", "mode_conflict", "help"]  # fmt: skip
 BY_NAME = {s.name: s for s in SCENARIOS}

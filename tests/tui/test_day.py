@@ -114,8 +114,21 @@ def test_each_key_means_one_thing_across_the_frame() -> None:
     assert {"memframe.help", "memframe.quit", "memframe.assistant", "memframe.proposals"} <= everything
 
 
+def test_every_binding_of_the_frame_has_an_id_to_remap_it_by() -> None:
+    from textual.binding import Binding
+
+    from memframe.tui.keys import screens
+
+    for name, bindings in screens():
+        for binding in Binding.make_bindings(bindings):
+            assert (binding.id or "").startswith("memframe."), f"{name}: {binding.key} has no memframe id"
+
+
 def test_the_readme_key_table_is_the_bindings() -> None:
-    assert markdown_table() in README.read_text(encoding="utf-8")
+    assert markdown_table() in README.read_text(encoding="utf-8"), (
+        "README's key table is stale: paste the output of "
+        "`python -c 'from memframe.tui.keys import markdown_table; print(markdown_table())'` into it"
+    )
 
 
 # --- keymap and theme -----------------------------------------------------------------------------

@@ -466,7 +466,7 @@ class ChangesScreen(Screen[int | None]):
             return
         first = not self.matches and message.found
         self.matches = message.found
-        count = f"{len(self.matches):,} revision{'s' if len(self.matches) != 1 else ''} contain it"
+        count = f"{len(self.matches):,} revision" + (" contains it" if len(self.matches) == 1 else "s contain it")
         if message.error is not None:
             self.searching = False
             self.search_note = f"search stopped: {message.error}"
