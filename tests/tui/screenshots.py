@@ -22,9 +22,7 @@ from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.tui.scenarios import (
-    BY_NAME, SCENARIOS, SIZE, SMALL, FrozenClock, Outage, Scenario, Stage, predictable_ids,
-)  # fmt: skip
+from tests.tui.scenarios import BY_NAME, SCENARIOS, SIZE, SMALL, FrozenClock, Outage, Scenario, Stage, predictable_ids
 
 STANDARD = (80, 24)
 
