@@ -44,9 +44,13 @@ def full_keymap(keymap: Mapping[str, str]) -> dict[str, str]:
     return {(name if name.startswith(PREFIX) else PREFIX + name): keys for name, keys in keymap.items()}
 
 
+#: Textual's names for keys a person reads as a character.
+_READ_AS = {"slash": "/", "question_mark": "?", "full_stop": ".", "comma": ","}
+
+
 def show_keys(keys: str) -> str:
-    """`escape,e` -> `escape / e`: the way a person reads a list of keys."""
-    return " / ".join(part.strip() for part in keys.split(",") if part.strip())
+    """`escape,e` -> `escape / e`, `slash` -> `/`: the way a person reads a list of keys."""
+    return " / ".join(_READ_AS.get(part.strip(), part.strip()) for part in keys.split(",") if part.strip())
 
 
 def rows(bindings: Iterable[BindingType], keymap: Mapping[str, str] | None = None) -> list[KeyRow]:
