@@ -265,3 +265,61 @@ def _invalid(path: Path, problem: str) -> Exception:
     from memframe.core.errors import InvalidInput
 
     return InvalidInput(f"The config file {path} is not usable: {problem}.")
+
+
+# --- writing one setting back ------------------------------------------------------------------
+
+
+def write_setting(path: Path, key: str, value: str) -> None:
+    """Set the top-level string setting `key` in the config file at `path`, keeping everything else.
+
+    The frame remembers the theme picked in the command palette this way. The file's other lines
+    (comments, tables, keys) are kept as they are: an existing top-level `key = …` line is replaced,
+    otherwise the line goes before the first table (or at the end). A missing file (and folder) is
+    created. The result is parsed again before it replaces the file, atomically, so a file memframe
+    cannot read is never overwritten and a half-written one never left behind. Any failure is one
+    `InvalidInput` line naming the file.
+    """
+    if key not in _TOP_KEYS or _TOP_KEYS[key][0] != (str,):
+        raise ValueError(f"{key!r} is not a top-level string setting")
+    import json
+    import tomllib
+
+    try:
+        old = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        old = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _invalid(path, f"cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        tomllib.loads(old)
+    except tomllib.TOMLDecodeError as exc:
+        raise _invalid(path, f"it is not valid TOML ({exc}), so it was left as it is") from None
+    line = f"{key} = {json.dumps(value, ensure_ascii=False)}"  # a JSON string is a TOML basic string
+    lines = old.splitlines()
+    first_table = next((i for i, text in enumerate(lines) if text.lstrip().startswith("[")), len(lines))
+    for i in range(first_table):
+        name = lines[i].split("=", 1)[0].strip()
+        if "=" in lines[i] and name.strip("\"'") == key:
+            lines[i] = line
+            break
+    else:
+        at = first_table
+        while at > 0 and not lines[at - 1].strip():
+            at -= 1  # after the last top-level line, not after the blank lines before a table
+        lines.insert(at, line)
+    new = "\n".join(lines) + "\n"
+    try:
+        written = tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:  # e.g. the key sat inside a multi-line string
+        raise _invalid(path, f"{key} could not be set without breaking it ({exc})") from None
+    if written.get(key) != value:
+        raise _invalid(path, f"{key} could not be set without breaking it")
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(new, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise _invalid(path, f"cannot write it ({exc.strerror or exc})") from None

@@ -152,3 +152,56 @@ def test_the_fast_history_path_uses_the_files_workspace(
 
 def test_the_frame_shortens_places_under_memframe_home(memframe_home: Path) -> None:
     assert short_location(str(memframe_home / "memframe.db")) == str(Path("$MEMFRAME_HOME") / "memframe.db")
+
+
+# --- writing the theme back ----------------------------------------------------------------------
+
+
+def test_write_setting_replaces_the_line_and_keeps_everything_else(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("# my settings\n" + CONFIG, encoding="utf-8")
+    settings.write_setting(path, "theme", "nord")
+    text = path.read_text(encoding="utf-8")
+    assert text == "# my settings\n" + CONFIG.replace('theme = "textual-light"', 'theme = "nord"')
+    loaded = settings.load({"MEMFRAME_CONFIG": str(path), "MEMFRAME_HOME": str(tmp_path)})
+    assert loaded.theme == "nord" and loaded.keymap == {"save": "ctrl+w"} and loaded.model_max_tokens == 256
+
+
+def test_write_setting_adds_a_missing_key_before_the_first_table(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('workspace = "notes"\n\n[keymap]\nsave = "ctrl+w"\n', encoding="utf-8")
+    settings.write_setting(path, "theme", 'odd "name" ☃')
+    assert path.read_text(encoding="utf-8") == (
+        'workspace = "notes"\ntheme = "odd \\"name\\" ☃"\n\n[keymap]\nsave = "ctrl+w"\n'
+    )
+    assert settings.load({"MEMFRAME_CONFIG": str(path)}).theme == 'odd "name" ☃'
+
+
+def test_write_setting_creates_a_missing_file_and_folder(tmp_path: Path) -> None:
+    path = tmp_path / "not" / "yet" / "config.toml"
+    settings.write_setting(path, "theme", "dracula")
+    assert path.read_text(encoding="utf-8") == 'theme = "dracula"\n'
+    assert [p.name for p in path.parent.iterdir()] == ["config.toml"]  # no temporary file left behind
+
+
+def test_write_setting_never_overwrites_a_file_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("theme = [unclosed\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match="not valid TOML"):
+        settings.write_setting(path, "theme", "nord")
+    assert path.read_text(encoding="utf-8") == "theme = [unclosed\n"
+
+
+def test_write_setting_a_write_failure_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")  # so the config's folder cannot be made, even by root
+    target = blocker / "config.toml"
+    with pytest.raises(InvalidInput, match=r"cannot (read|write) it") as caught:
+        settings.write_setting(target, "theme", "nord")
+    assert str(target) in str(caught.value) and "\n" not in str(caught.value)
+    assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_write_setting_only_writes_top_level_strings(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        settings.write_setting(tmp_path / "config.toml", "keymap", "x")

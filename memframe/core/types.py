@@ -43,7 +43,7 @@ class Mode(enum.StrEnum):
         return {
             "off": "The Assistant neither reads nor changes memory.",
             "read_only": "The Assistant reads memory; its suggested changes wait for you.",
-            "auto": "The Assistant reads memory and may add to it under a fresh admission.",
+            "auto": "The Assistant reads memory and may change it by itself, while Auto stays on.",
         }[self.value]
 
 

@@ -12,10 +12,13 @@ Layout, so the folder reads as the architecture:
     conversation.py this session's conversation and how receipts and tool outcomes are worded (no Textual)
     messages.py     the messages that carry worker outcomes back to the UI
     text.py         diffs, sizes, times and locations as people read them (no Textual)
-    screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, Undo),
-                    assistant.py (the Assistant pane), proposals.py (Apply or Dismiss), mode.py (the switcher)
-    widgets/        editor.py (the Markdown editor with its preview), status.py (status bar, size meter)
-    dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views
+    keys.py         every key of the frame, read from the BINDINGS: the help screen's and the README's table
+    screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, search, Undo),
+                    assistant.py (the Assistant pane), proposals.py (Apply or Dismiss), mode.py (the switcher),
+                    help.py (F1)
+    widgets/        editor.py (the Markdown editor with its preview), status.py (status bar, size meter),
+                    footer.py (Help and Quit first, so they fit 80 columns)
+    dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views, "are you sure?" (confirm.py)
     memframe.tcss   the frame's styles
 
 Side screens talk to the main screen only by message (`ProposalsScreen.Apply`,

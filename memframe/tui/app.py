@@ -19,9 +19,13 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
+from textual.theme import Theme
 
 from memframe.backend.base import Backend
 from memframe.backend.save_state import SaveState
+from memframe.core.errors import MemframeError
+from memframe.settings import Settings
+from memframe.tui.keys import APP_BINDINGS, full_keymap
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
 
@@ -37,18 +41,25 @@ class MemoryFrameApp(App[int]):
 
     CSS_PATH = "memframe.tcss"
     TITLE = "memframe"
+    #: Every screen gets -narrow / -wide and -low / -tall classes, so the .tcss can reflow for 80×24 and 60×20.
+    # (Textual annotates these as instance variables, so mypy objects to the ClassVar ruff asks for.)
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]  # type: ignore[misc]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-low"), (26, "-tall")]  # type: ignore[misc]
     #: Set by `run_frame`, when the frame is all this process does; see `freeze_heap`.
     owns_process = False
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
-                id="memframe.quit"),
-    ]  # fmt: skip
+    BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     def __init__(
         self, backend: Backend, *, clock: Clock = time.time, syntax: bool | None = None, cursor_blink: bool = True,
         poll_seconds: float = 0.0,
+        settings: Settings | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
+        #: The settings the keymap and theme come from, and where a theme picked in the palette is written.
+        self.settings = settings
+        self._theme_to_remember: str | None = None
+        if settings is not None:
+            self.set_keymap(full_keymap(settings.keymap))
         self.backend = backend
         self.clock = clock
         # The backend's SaveState is what X-Memory-State reads; the frame tracks its saves there too.
@@ -60,6 +71,55 @@ class MemoryFrameApp(App[int]):
 
     def get_default_screen(self) -> Screen:
         return MemoryScreen(self.backend, self.state, **self._screen_options)  # type: ignore[arg-type]
+
+    def on_mount(self) -> None:
+        if self.settings is not None and self.settings.theme in self.available_themes:
+            self.theme = self.settings.theme
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        if self.settings is None:
+            return
+        from memframe.tui.keys import unknown_ids
+
+        if unknown := unknown_ids(self.settings.keymap):
+            self.notify(f"The keymap in {self.settings.config_file} names no binding: {', '.join(unknown)}. "
+                        "F1 lists every binding id.", severity="warning", timeout=10)  # fmt: skip
+        if self.settings.theme and self.settings.theme not in self.available_themes:
+            self.notify(f"The theme {self.settings.theme!r} in {self.settings.config_file} is not known; "
+                        "ctrl+p lists the themes.", severity="warning", timeout=10)  # fmt: skip
+
+    # --- help, and remembering the theme ---------------------------------------------------------
+
+    def action_help(self) -> None:
+        """F1: the keys of the screen in front (F1 again, or escape, closes it)."""
+        from memframe.tui.keys import every_key, rows
+        from memframe.tui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+            return
+        here = [active.binding for active in self.screen.active_bindings.values()]
+        name = getattr(self.screen, "HELP_NAME", None) or type(self.screen).__name__
+        self.push_screen(HelpScreen(name, rows(here), every_key(self._keymap)))
+
+    def help_binding(self) -> Binding:
+        """The Help binding as the keymap has it (dialogs' footers show it too)."""
+        binding = next(b for b in Binding.make_bindings(self.BINDINGS) if b.id == "memframe.help")
+        keys = self._keymap.get("memframe.help")
+        return binding.with_key(keys.split(",")[0]) if keys else binding
+
+    def _remember_theme(self, theme: Theme) -> None:
+        """A theme picked in the palette is written to the settings file, so the next frame opens in it."""
+        if self.settings is None or theme.name == (self.settings.theme or "textual-dark"):
+            return
+        if theme.name == self._theme_to_remember:
+            return
+        self._theme_to_remember = theme.name
+        from memframe.settings import write_setting
+
+        try:
+            write_setting(self.settings.config_file, "theme", theme.name)
+        except MemframeError as exc:
+            self.notify(f"The theme is used now but not remembered: {exc}", severity="warning", timeout=10)
 
     def on_memory_screen_started(self) -> None:
         if self.owns_process:
@@ -118,18 +178,22 @@ POLL_SECONDS = 3.0
 def build_app(
     backend: Backend, *, clock: Clock | None = None, syntax: bool | None = None, cursor_blink: bool = True,
     poll_seconds: float = 0.0,
+    settings: Settings | None = None,
 ) -> MemoryFrameApp:  # fmt: skip
     """The one way to make the frame. Tests pass a frozen clock, no highlighting and no blinking
     cursor so snapshots are byte-stable, and leave the head poll off (a test polls by calling
-    `MemoryScreen.poll_head`); people get the defaults, and `run_frame` turns the poll on."""
-    return MemoryFrameApp(
-        backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink, poll_seconds=poll_seconds
-    )
+    `MemoryScreen.poll_head`); people get the defaults, and `run_frame` turns the poll on.
+    `settings` gives the keymap and theme (and the file a theme picked in the palette is written
+    to); None: Textual's defaults."""
+    return MemoryFrameApp(backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink,
+                          poll_seconds=poll_seconds, settings=settings)  # fmt: skip
 
 
 def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
     """Run the frame in this terminal until the person quits; closes the backend; returns an exit code."""
-    app = build_app(backend, poll_seconds=poll_seconds)
+    from memframe.settings import current
+
+    app = build_app(backend, poll_seconds=poll_seconds, settings=current())
     app.owns_process = True
     freeze_heap()  # everything imported so far lives as long as the process
     try:

@@ -128,7 +128,7 @@ def render_exchange(exchange: Exchange) -> Text:
 def ai_line(consent: AIConsent | None, error: MemframeError | None = None) -> str:
     """One line: is workspace AI on, what that means, and how to switch it here."""
     if consent is None:
-        return f"Workspace AI: unknown ({error}). ctrl+t tries again."
+        return f"Workspace AI: unknown ({error}). f4 tries again."
     if consent.enabled:
-        return "Workspace AI is on: messages go to the Assistant, with memory as the mode allows. ctrl+t: off"
-    return "Workspace AI is off: nothing is sent to a model. ctrl+t: on (the memory mode never does this)"
+        return "Workspace AI is on: messages go to the Assistant, with memory as the mode allows. f4: off"
+    return "Workspace AI is off: nothing is sent to a model. f4: on (the memory mode never does this)"

@@ -232,7 +232,7 @@ class DocumentState:
 
 
 #: The key that writes the draft to a file (the main screen's `memframe.draft_file` binding).
-DRAFT_FILE_KEY = "f4"
+DRAFT_FILE_KEY = "f5"
 
 
 def _success(outcome: WriteOutcome) -> str:

@@ -29,6 +29,8 @@ from memframe.core.types import Mode
 from memframe.tui.app import MemoryFrameApp, build_app
 
 SIZE = (100, 30)
+#: The standard terminal, and the smallest the frame promises to stay usable at.
+SMALL_SIZES = [(80, 24), (60, 20)]
 FROZEN_NOW = 1_798_000_000.0  # 2026-12-23 04:26:40 UTC, as the test suite's FakeClock
 
 SAMPLE = """# Workspace memory
@@ -210,7 +212,7 @@ async def _clear_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     stage.other.save(SAMPLE + "- Added from the other window a moment ago.\n", 1)
     await pilot.press("ctrl+l")
     await settle(pilot)
-    await pilot.press("shift+tab", "enter")  # from Cancel to "Clear memory"
+    await pilot.press("ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
     await settle(pilot)
 
 
@@ -305,6 +307,21 @@ async def _proposals(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
 
 
+async def _help(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await pilot.press("f1")
+    await settle(pilot)
+
+
+async def _search(pilot: Pilot[Any], stage: Stage) -> None:
+    await _changes(pilot, stage)
+    await pilot.press("slash")
+    await settle(pilot)
+    pilot.app.screen.query_one(Input).value = "pytest"
+    await pilot.press("enter")
+    await settle(pilot)
+
+
 async def _proposal_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     await _proposals(pilot, stage)
     await pilot.press("down", "a")  # the proposal whose target line was edited since
@@ -329,5 +346,10 @@ SCENARIOS = [
     Scenario("proposals", "Proposals: the diff of each against the saved memory", _seed_proposals, _proposals),
     Scenario("proposal_conflict", "Apply refused: the line it changes was edited since", _seed_proposals,
              _proposal_conflict),
+    Scenario("help", "Help (F1): every key of the screen, from its bindings", _seed_sample, _help),
+    Scenario("search", "Changes: searching the text of every revision", _seed_history, _search),
 ]  # fmt: skip
+#: The states pinned (and pictured) at 80×24 and 60×20 too: every screen and the dialogs that carry text.
+SMALL = ["editing", "conflict", "save_discard_cancel", "clear_conflict", "changes", "assistant", "proposals",
+         "proposal_conflict", "mode_conflict", "help"]  # fmt: skip
 BY_NAME = {s.name: s for s in SCENARIOS}

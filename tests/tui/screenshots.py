@@ -22,16 +22,18 @@ from memframe import crypto
 from memframe.backend.local import LocalBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.tui.scenarios import BY_NAME, SCENARIOS, SIZE, FrozenClock, Outage, Scenario, Stage, predictable_ids
+from tests.tui.scenarios import BY_NAME, SCENARIOS, SIZE, SMALL, FrozenClock, Outage, Scenario, Stage, predictable_ids
+
+STANDARD = (80, 24)
 
 WORKSPACE = "default"
 
 
-async def screenshot(stage: Stage, scenario: Scenario) -> str:
-    """Seed, open the frame at SIZE, drive the scenario, and return the SVG."""
+async def screenshot(stage: Stage, scenario: Scenario, size: tuple[int, int] = SIZE) -> str:
+    """Seed, open the frame at `size`, drive the scenario, and return the SVG."""
     scenario.seed(stage)
     app = stage.app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=size) as pilot:
         await scenario.drive(pilot, stage)
         await pilot.wait_for_scheduled_animations()
         await pilot.pause()
@@ -56,20 +58,24 @@ def main(argv: list[str] | None = None) -> int:
     args.directory.mkdir(parents=True, exist_ok=True)
     os.environ["TZ"] = "UTC"
     time.tzset()
-    for scenario in [BY_NAME[n] for n in args.only] if args.only else SCENARIOS:
+    shots = [(s, SIZE, s.name) for s in SCENARIOS]
+    shots += [(BY_NAME[name], STANDARD, f"{name}-80x24") for name in SMALL]  # the standard terminal too
+    for scenario, size, stem in shots:
+        if args.only and scenario.name not in args.only:
+            continue
         with tempfile.TemporaryDirectory(prefix="memframe-shot-") as home:
             os.environ["MEMFRAME_HOME"] = home
             stage, service = local_stage(Path(home))
             try:
                 with predictable_ids():
-                    svg = asyncio.run(screenshot(stage, scenario))
+                    svg = asyncio.run(screenshot(stage, scenario, size))
             finally:
                 stage.frame.close()
                 stage.other.close()
                 service.close()
-        target = args.directory / f"{scenario.name}.svg"
+        target = args.directory / f"{stem}.svg"
         target.write_text(svg, encoding="utf-8")
-        print(f"{target}: {scenario.description}")
+        print(f"{target}: {scenario.description} ({size[0]}×{size[1]})")
     return 0
 
 

@@ -218,12 +218,12 @@ def test_workspace_ai_is_switched_from_the_pane_and_not_by_the_mode(stage: Stage
         policy = stage.other.get_policy()
         screen = await open_assistant(pilot)
         assert "Workspace AI is off" in said(screen, "#assistant-ai")
-        await pilot.press("ctrl+t")
+        await pilot.press("f4")
         await settle(pilot)
         assert stage.other.get_ai().enabled
         assert "Workspace AI is on" in said(screen, "#assistant-ai")
         assert stage.other.get_policy() == policy  # the mode is a separate setting
-        await pilot.press("ctrl+t")
+        await pilot.press("f4")
         await settle(pilot)
         assert not stage.other.get_ai().enabled
 
@@ -281,8 +281,9 @@ def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Assistant", "Proposals"} <= titles
         screen = await open_assistant(pilot)
-        titles = {c.title for c in app.get_system_commands(screen)}
-        assert {"Changes at its revision", "AI on/off", "Proposals"} <= titles
+        commands = {c.title: c.help for c in app.get_system_commands(screen)}
+        assert {"Changes", "AI on/off", "Proposals"} <= commands.keys()
+        assert "the memory revision the highlighted answer used" in commands["Changes"]  # the footer's short label
 
     drive(app, script)
 

@@ -14,6 +14,7 @@ from textual.widgets import Markdown
 from memframe.core.types import Mode, Operation
 from memframe.tui.app import build_app
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
+from memframe.tui.dialogs.confirm import ConfirmAction
 from memframe.tui.screens.changes import LINES_CACHED, ChangesScreen, RevisionTable
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.screens.mode import ModeSwitcher
@@ -210,7 +211,13 @@ def test_save_conflict_discard_takes_the_newer_version(stage: Stage) -> None:
         stage.other.save(TEXT + "- theirs\n", 1)
         await pilot.press("ctrl+s")
         await settle(pilot)
-        await pilot.press("d")
+        await pilot.press("d")  # one key cannot lose a draft: it asks first
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmAction) and app.state.dirty
+        await pilot.press("escape")  # back: nothing is lost
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.state.dirty
+        await pilot.press("d", "y")
         await settle(pilot)
         assert (app.state.base_version, app.state.dirty) == (2, False)
         assert main_screen(pilot).editor.text == TEXT + "- theirs\n"
@@ -326,7 +333,7 @@ async def confirm_clear(pilot: Pilot[Any]) -> None:
     await pilot.press("ctrl+l")
     await settle(pilot)
     assert isinstance(pilot.app.screen, ConfirmClear)
-    await pilot.press("shift+tab", "enter")  # Cancel has the focus; move to "Clear memory"
+    await pilot.press("ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
     await settle(pilot)
 
 
@@ -371,7 +378,7 @@ def test_clear_resolves_an_unsaved_draft_first(stage: Stage) -> None:
         await pilot.press("s")  # save the draft first (version 2), then confirm the Clear
         await settle(pilot)
         assert isinstance(app.screen, ConfirmClear) and app.state.base_version == 2
-        await pilot.press("shift+tab", "enter")
+        await pilot.press("y")
         await settle(pilot)
         assert app.state.base_version == 3
 
@@ -408,7 +415,7 @@ def test_retry_clear_is_explicit_and_against_the_newer_version(stage: Stage) -> 
         stage.other.save(TEXT + "- newer\n", 1)
         await confirm_clear(pilot)
         assert isinstance(app.screen, ClearConflict)
-        await pilot.press("r")
+        await pilot.press("ctrl+l")  # Retry Clear: ctrl+l means Clear everywhere
         await settle(pilot)
         assert (app.state.base_version, app.state.draft) == (3, "")
 
@@ -505,7 +512,7 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
         await pilot.press("ctrl+end")
         await settle(pilot)
         assert len(screen.rows) == 120 and screen.complete
-        await pilot.press("d")  # the highlighted revision (21) against the current text
+        await pilot.press("c")  # compare the highlighted revision (21) with the current text
         await settle(pilot)
         diff = str(screen.query_one("#diff").render())
         assert "revision 21" in diff and "-line 20" in diff and "+line 119" in diff
@@ -703,13 +710,13 @@ def test_a_failed_save_says_f4_writes_the_draft_to_a_file(stage: Stage, memframe
         stage.frame.down = True
         await pilot.press("ctrl+s")
         await settle(pilot)
-        assert "f4 writes it to a file" in app.state.message and app.state.save_failed
-        await pilot.press("f4")
+        assert "f5 writes it to a file" in app.state.message and app.state.save_failed
+        await pilot.press("f5")
         await settle(pilot)
         [written] = list((memframe_home / "drafts").iterdir())
         assert f"Your draft is in {written} (mode 0600" in app.state.message
         assert app.state.dirty  # the editor keeps the draft; the file is a copy
-        await pilot.press("f4")  # a second copy never overwrites the first
+        await pilot.press("f5")  # a second copy never overwrites the first
         await settle(pilot)
         assert len(list((memframe_home / "drafts").iterdir())) == 2
         stage.frame.down = False

@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
+from memframe.tui.dialogs.confirm import ConfirmAction
 from memframe.tui.screens.proposals import ProposalsScreen
 from tests.tui.conftest import drive
 from tests.tui.scenarios import Stage, settle
@@ -221,7 +222,13 @@ def test_dismiss_drops_a_proposal_without_touching_memory(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
-        await pilot.press("d")
+        await pilot.press("x")  # a dismissed proposal cannot come back: it asks first
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmAction) and len(stage.other.proposals()) == 1
+        await pilot.press("escape")
+        await settle(pilot)
+        assert app.screen is screen and len(stage.other.proposals()) == 1
+        await pilot.press("x", "y")
         await settle(pilot)
         assert "Dismissed proposal" in said(screen) and screen.views == {}
         await pilot.press("escape")

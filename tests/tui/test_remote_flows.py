@@ -85,7 +85,7 @@ def test_clear_race_retry_then_undo_over_http(remote_stage: Stage) -> None:
         await confirm_clear(pilot)
         assert isinstance(app.screen, ClearConflict)
         assert stage.other.get_policy().clear_generation == 0 and stage.other.load().version == 2
-        await pilot.press("r")  # explicit Retry Clear against version 2
+        await pilot.press("ctrl+l")  # explicit Retry Clear against version 2
         await settle(pilot)
         assert (app.state.base_version, app.state.draft) == (3, "")
         await open_changes_at(pilot, 2)  # revision 1

@@ -8,19 +8,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from memframe.core.types import MemoryDocument, Policy
 from memframe.tui.text import human_size, when, who
+from memframe.tui.widgets.footer import KeyFooter
 
 
 class ClearConflict(ModalScreen[bool]):
     """Dismisses True for Retry Clear against the newer version, False to keep the newer text."""
 
+    HELP_NAME = "Clear conflict"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "answer(True)", "Retry Clear", id="memframe.clear.retry"),
-        Binding("escape,k", "answer(False)", "Keep newer text", id="memframe.clear.keep"),
-    ]
+        Binding("ctrl+l", "answer(True)", "Retry Clear", tooltip="Clear against the newer version, as you ask",
+                id="memframe.clear_conflict.clear"),
+        Binding("escape", "answer(False)", "Keep newer text", tooltip="Nothing is cleared",
+                id="memframe.clear_conflict.keep"),
+    ]  # fmt: skip
 
     def __init__(self, server: MemoryDocument, policy: Policy | None, *, now: float) -> None:
         super().__init__(classes="dialog")
@@ -36,18 +40,20 @@ class ClearConflict(ModalScreen[bool]):
         generation = "" if self.policy is None else f" The clear generation is still {self.policy.clear_generation}."
         with Vertical(classes="dialog-box"):
             yield Static("Nothing was cleared", classes="dialog-title")
-            yield Static(
-                f"Version {newer} was written first{by}. Your Clear named an older version, so nothing was "
-                f"written and older automatic work was not fenced.{generation} The newer text, now in the "
-                f"editor ({human_size(len(self.server.text.encode()))}):"
-            )
-            with VerticalScroll(classes="pane"):
-                yield Static(self.server.text or "(empty)", markup=False)
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(
+                    f"Version {newer} was written first{by}. Your Clear named an older version, so nothing was "
+                    f"written and older automatic work was not fenced.{generation} ctrl+l clears again, against "
+                    f"version {newer}; escape keeps it. The newer text, now in the editor "
+                    f"({human_size(len(self.server.text.encode()))}):"
+                )
+                with Vertical(classes="pane"):
+                    yield Static(self.server.text or "(empty)", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"Retry Clear against version {newer}", id="retry", variant="error")
                 yield Button("Keep the newer text", id="keep", variant="primary")
 
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#keep", Button).focus()

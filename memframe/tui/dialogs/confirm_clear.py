@@ -6,20 +6,25 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from memframe.core.wording import CLEAR_BOUNDARY
 from memframe.tui.text import human_size
+from memframe.tui.widgets.footer import KeyFooter
 
 
 class ConfirmClear(ModalScreen[bool]):
     """Dismisses True only when the person chose Clear; Cancel has the focus."""
 
+    HELP_NAME = "Clear"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,n", "answer(False)", "Cancel", id="memframe.clear.cancel"),
-    ]
+        Binding("ctrl+l", "answer(True)", "Clear memory", tooltip="Clear now (ctrl+l again)",
+                id="memframe.confirm_clear.clear"),
+        Binding("y", "answer(True)", "Yes, clear", id="memframe.confirm_clear.yes"),
+        Binding("escape", "answer(False)", "Cancel", tooltip="Nothing is written", id="memframe.confirm_clear.cancel"),
+    ]  # fmt: skip
 
     def __init__(self, workspace_id: str, base_version: int, size: int) -> None:
         super().__init__(classes="dialog")
@@ -37,14 +42,16 @@ class ConfirmClear(ModalScreen[bool]):
                 )
             else:
                 first = "• The memory was never saved; Clear writes an empty first revision.\n"
-            yield Static(
-                first + f"• {CLEAR_BOUNDARY}\n• If someone writes first, nothing is cleared and you are asked again."
-            )
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(
+                    first + f"• {CLEAR_BOUNDARY}\n• If someone writes first, nothing is cleared and you are asked "
+                    "again.\n\nctrl+l (again) or y clears; escape cancels."
+                )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Clear memory", id="clear", variant="error")
                 yield Button("Cancel", id="cancel")
 
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()

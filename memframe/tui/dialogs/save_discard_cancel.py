@@ -11,11 +11,12 @@ from typing import ClassVar, Literal
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from memframe.tui.text import human_size
+from memframe.tui.widgets.footer import KeyFooter
 
 DraftChoice = Literal["save", "discard", "cancel", "file"]
 
@@ -24,12 +25,15 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
     """Dismisses with "save", "discard" or "cancel", or "file" when `offer_file` (a Save has failed):
     the way out for a draft the server will not take."""
 
+    HELP_NAME = "Unsaved changes"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "choose('save')", "Save", id="memframe.draft.save"),
-        Binding("d", "choose('discard')", "Discard", id="memframe.draft.discard"),
-        Binding("escape,c", "choose('cancel')", "Cancel", id="memframe.draft.cancel"),
-        Binding("w", "choose('file')", "Write to a file", id="memframe.draft.file"),
-    ]
+        Binding("s", "choose('save')", "Save", tooltip="Save the draft first, then go on", id="memframe.draft.save"),
+        Binding("d", "choose('discard')", "Discard", tooltip="Drop the draft, then go on", id="memframe.draft.discard"),
+        Binding("escape", "choose('cancel')", "Cancel", tooltip="Keep editing; nothing happens",
+                id="memframe.draft.cancel"),
+        Binding("w", "choose('file')", "Write to a file", tooltip="Keep the draft in a file of its own (mode 0600)",
+                id="memframe.draft.file"),
+    ]  # fmt: skip
 
     def __init__(self, purpose: str, base_version: int, size: int, *, offer_file: bool = False) -> None:
         super().__init__(classes="dialog")
@@ -42,15 +46,16 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
         base = f"version {self.base_version}" if self.base_version else "an empty, never-saved memory"
         with Vertical(classes="dialog-box"):
             yield Static("Unsaved changes", classes="dialog-title")
-            yield Static(
-                f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
-                f"Save it {self.purpose}, discard it, or cancel and keep editing?"
-            )
-            if self.offer_file:
-                from memframe.backend.drafts import drafts_dir
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(
+                    f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
+                    f"Save it {self.purpose}, discard it, or cancel and keep editing? (s, d or escape)"
+                )
+                if self.offer_file:
+                    from memframe.backend.drafts import drafts_dir
 
-                yield Static(f"The server is not taking Saves now. Write to file keeps the draft in {drafts_dir()} "
-                             "(mode 0600).")  # fmt: skip
+                    yield Static(f"The server is not taking Saves now. Write to file (w) keeps the draft in "
+                                 f"{drafts_dir()} (mode 0600).")  # fmt: skip
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", id="save", variant="primary")
                 yield Button("Discard", id="discard", variant="error")
@@ -58,7 +63,7 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
                 if self.offer_file:
                     yield Button("Write to file", id="file")
 
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#save", Button).focus()

@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, ListItem, ListView, Static
+from textual.widgets import Input, ListItem, ListView, Static
 
 from memframe.backend.base import Backend
 from memframe.core.turns import AIConsent, OutcomeKind
@@ -31,6 +31,7 @@ from memframe.tui import assistant_calls
 from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
 from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
+from memframe.tui.widgets.footer import KeyFooter
 
 
 class ExchangeItem(ListItem):
@@ -69,12 +70,13 @@ class AssistantScreen(Screen[None]):
     class OpenProposals(Message):
         """Open the Proposals screen."""
 
+    HELP_NAME = "Assistant"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back to editor", id="memframe.assistant.back"),
-        Binding("ctrl+g", "changes", "Changes at its revision",
+        Binding("escape", "close", "Back", tooltip="Back to the editor", id="memframe.assistant.back"),
+        Binding("ctrl+g", "changes", "Changes",
                 tooltip="Open Changes at the memory revision the highlighted answer used",
                 id="memframe.assistant.changes"),
-        Binding("ctrl+t", "toggle_ai", "AI on/off", tooltip="Turn workspace AI on or off for this workspace",
+        Binding("f4", "toggle_ai", "AI on/off", tooltip="Turn workspace AI on or off for this workspace",
                 id="memframe.assistant.ai"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.assistant.proposals"),
@@ -90,6 +92,7 @@ class AssistantScreen(Screen[None]):
         self.consent: AIConsent | None = None
         self.policy: Policy | None = None
         self.sending = False
+        self._proposal_waits = False
         self.tickets = Tickets()
 
     def compose(self) -> ComposeResult:
@@ -98,7 +101,7 @@ class AssistantScreen(Screen[None]):
         yield ListView(*(ExchangeItem(e) for e in self.conversation.exchanges), id="conversation")
         yield Static(id="assistant-message")
         yield Input(placeholder="Message the Assistant; enter sends", id="assistant-input")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def exchanges(self) -> ListView:
@@ -112,7 +115,11 @@ class AssistantScreen(Screen[None]):
         self.query_one(Input).focus()
 
     def on_screen_resume(self) -> None:
-        """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile."""
+        """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile,
+        and a note about a waiting proposal is stale (it may have been applied or dismissed since)."""
+        if self._proposal_waits:
+            self._proposal_waits = False
+            self._say("")
         self._show_status()
         self._read_status(self.tickets.issue())
 
@@ -172,6 +179,7 @@ class AssistantScreen(Screen[None]):
         await self.exchanges.append(ExchangeItem(exchange))
         self.exchanges.index = len(self.exchanges) - 1
         self.sending = True
+        self._proposal_waits = False
         self._say("")
         self._send(self.tickets.issue(), exchange, self.conversation.id, text)
 
@@ -189,7 +197,7 @@ class AssistantScreen(Screen[None]):
         self.exchanges.scroll_end(animate=False)
         if outcome.result is None:
             off = self.consent is not None and not self.consent.enabled
-            self._say(f"Not sent: {outcome.error}{' ctrl+t turns it on.' if off else ''}", error=True)
+            self._say(f"Not sent: {outcome.error}{' f4 turns it on.' if off else ''}", error=True)
             prompt = self.query_one(Input)
             if not prompt.value:
                 prompt.value = exchange.question  # so the person can send it again as it was
@@ -200,6 +208,7 @@ class AssistantScreen(Screen[None]):
             self.post_message(self.CatchUp(max(committed)))
         if any(o.kind == OutcomeKind.PROPOSED for o in outcome.result.outcomes):
             self._say("A proposal waits for your review: f3 opens Proposals.")
+            self._proposal_waits = True
 
     # --- keys ----------------------------------------------------------------------------------
 

@@ -7,8 +7,14 @@ thread too; a newer highlight supersedes an older one. Undo is not done here:
 the screen dismisses with the revision and the main screen restores it with
 the same draft and conflict handling as a Save.
 
-Opened `at` a revision (an Assistant answer's receipt), it keeps fetching
-pages until that revision is listed, then puts the cursor on it.
+Opened `at` a revision (an Assistant answer's receipt), or asked for one by
+number (g), it keeps fetching pages until that revision is listed, then puts
+the cursor on it. For a long history: the title gives the total; Home and End
+go to the newest and oldest; Downs pressed past the last listed row are owed
+and paid when the next page arrives, so 100 Downs move 100 rows; `/` searches
+the text of every revision, decrypted on this machine on a worker thread,
+with progress and escape to cancel; `v` shows a revision's whole text instead
+of its diff.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Input, Static
+from textual.worker import get_current_worker
 
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
@@ -29,8 +38,13 @@ from memframe.tui import calls
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.text import diff_text, human_size, operation, when, who
+from memframe.tui.widgets.footer import KeyFooter
 
 PAGE_SIZE = 50
+#: Pages asked for while seeking a revision far down the list (End, go to, a search hit), up to the API's cap.
+SEEK_PAGE_SIZE = 1000
+#: Revisions a search decrypts between two progress reports (and two looks at "cancelled?").
+SEARCH_BATCH = 50
 #: Start fetching the next page when the cursor is this close to the last loaded row.
 PREFETCH_ROWS = 5
 #: The fewest rendered lines and cells the revisions list keeps cached (more on a taller screen).
@@ -39,6 +53,13 @@ CELLS_CACHED = 1024
 
 
 class RevisionTable(DataTable[str]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "screen.newest", "Newest", tooltip="The newest revision", show=False,
+                id="memframe.changes.newest"),
+        Binding("end", "screen.oldest", "Oldest", tooltip="The oldest revision (lists every page first)",
+                show=False, id="memframe.changes.oldest"),
+    ]  # fmt: skip
+
     """The revisions list: a DataTable whose render caches hold a few screens of lines, not thousands.
 
     DataTable keys each cached line by the cursor's position, so every cursor move renders the
@@ -62,23 +83,87 @@ class RevisionTable(DataTable[str]):
             if cache is not None and hasattr(cache, "maxsize"):
                 cache.maxsize = size
 
+    def action_cursor_down(self) -> None:
+        """Down past the last listed row is owed, not lost, while older revisions are still to come."""
+        screen = self.screen
+        if isinstance(screen, ChangesScreen) and self.cursor_row >= self.row_count - 1 and screen.owe(1):
+            return
+        super().action_cursor_down()
+
+    def action_page_down(self) -> None:
+        screen = self.screen
+        page = max(1, self.scrollable_content_region.height - (self.header_height if self.show_header else 0))
+        short = self.cursor_row + page - (self.row_count - 1)
+        if isinstance(screen, ChangesScreen) and short > 0 and screen.owe(short):
+            self.move_cursor(row=self.row_count - 1)
+            return
+        super().action_page_down()
+
+
+class SearchProgress(Message, bubble=False):
+    """A search has read `done` of `total` revisions; `found` are the versions (newest first) containing it."""
+
+    def __init__(self, ticket: int, query: str, done: int, total: int, found: list[int], error: str | None = None,
+                 finished: bool = False) -> None:  # fmt: skip
+        super().__init__()
+        self.ticket = ticket
+        self.query = query
+        self.done = done
+        self.total = total
+        self.found = found
+        self.error = error
+        self.finished = finished
+
+
+def search_revisions(backend: Backend, query: str, newest: int, report: Callable[[int, list[int]], bool]) -> list[int]:
+    """The versions (newest first) whose text contains `query`, ignoring case; decrypted here, batch by batch.
+
+    `report(done, found)` runs after each batch; it returns False to stop (the person cancelled).
+    Uses the backend's batch read when it has one (one transaction locally), else one read per revision.
+    """
+    needle = query.casefold()
+    found: list[int] = []
+    # Both backends read a batch in one go; the Backend protocol names only the one-revision read.
+    read_many = getattr(backend, "read_revisions", None) or (lambda vs: {v: backend.read_revision(v) for v in vs})
+    done = 0
+    for top in range(newest, 0, -SEARCH_BATCH):
+        versions = list(range(top, max(0, top - SEARCH_BATCH), -1))
+        texts = read_many(versions)
+        found.extend(v for v in versions if needle in texts.get(v, "").casefold())
+        done += len(versions)
+        if not report(done, list(found)):
+            break
+    return found
+
 
 class ChangesScreen(Screen[int | None]):
     """Dismisses with a revision to restore (Undo), or None."""
 
+    HELP_NAME = "Changes"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "close", "Back to editor", id="memframe.changes.back"),
-        Binding("d", "toggle_against", "Diff: previous/current", id="memframe.changes.against"),
-        Binding("u", "restore", "Undo to this revision", id="memframe.changes.restore"),
-    ]
+        Binding("escape", "close", "Back", tooltip="Back to the editor (or close the search / go-to box first)",
+                id="memframe.changes.back"),
+        Binding("u", "restore", "Undo", tooltip="Restore this revision's text as a new version",
+                id="memframe.changes.restore"),
+        Binding("c", "toggle_against", "Compare", tooltip="Diff against the previous revision or the current text",
+                show=False, id="memframe.changes.against"),
+        Binding("v", "toggle_view", "Text", tooltip="Show the revision's whole text, or its diff",
+                id="memframe.changes.view"),
+        Binding("g", "goto", "Go to", tooltip="Go to a version by its number", id="memframe.changes.goto"),
+        Binding("slash", "search", "Search", tooltip="Search the text of every revision (decrypted here)",
+                id="memframe.changes.search"),
+        Binding("n", "next_match", "Next match", tooltip="The next (older) revision the search found", show=False,
+                id="memframe.changes.next_match"),
+    ]  # fmt: skip
 
     def __init__(
         self, backend: Backend, state: DocumentState, *, clock: Callable[[], float], page_size: int = PAGE_SIZE,
         at: int | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
-        #: The revision to open at, until it has been found (or shown not to exist).
+        #: The revision to open at (or go to), until it has been found (or shown not to exist).
         self.at = at
+        self.receipt_at = at
         self.opened_at: int | None = None
         self.backend = backend
         self.state = state
@@ -90,8 +175,21 @@ class ChangesScreen(Screen[int | None]):
         self.complete = False
         self.fetching = False
         self.against = "previous"
+        #: "diff" (against `against`) or "text" (the revision's whole text).
+        self.view = "diff"
+        #: The newest version, once the first page is in: the history's length (versions count 1, 2, …).
+        self.total: int | None = None
+        #: Rows the person moved down past the last listed one, paid when the next page arrives.
+        self.owed = 0
+        #: What the input box is for while shown: "goto" or "search".
+        self.asking: str | None = None
+        self.search_query: str | None = None
+        self.matches: list[int] = []
+        self.searching = False
+        self.search_note = ""
         self.pages = Tickets()
         self.diffs = Tickets()
+        self.searches = Tickets()
 
     def compose(self) -> ComposeResult:
         yield Static(id="changes-title")
@@ -99,13 +197,15 @@ class ChangesScreen(Screen[int | None]):
         with VerticalScroll(id="diff-pane"):
             yield Static(id="diff-title")
             yield Static(id="diff")
-        yield Footer()
+        yield Input(id="changes-input")
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#revisions", DataTable)
         for label, key in (("Version", "version"), ("When", "when"), ("Who", "who"), ("What", "what")):
             table.add_column(label, key=key)
         table.add_column("Size", key="size")
+        self.query_one("#changes-input", Input).display = False
         table.focus()
         self._title()
         self._request_page()
@@ -113,22 +213,37 @@ class ChangesScreen(Screen[int | None]):
     # --- the list, page by page ----------------------------------------------------------------
 
     def _title(self, note: str = "") -> None:
-        more = "" if self.complete else " (more load as you scroll)"
-        text = f"Changes — {len(self.rows)} revision{'s' if len(self.rows) != 1 else ''} loaded{more}"
-        text += f" · ● is version {self.state.base_version}, what the editor is based on"
+        if self.total is None:
+            text = "Changes — reading the history…" if not self.complete else "Changes — no revisions yet"
+        else:
+            total = f"{self.total:,} revision{'s' if self.total != 1 else ''}"
+            listed = "" if self.complete else f" ({len(self.rows):,} listed; more load as you go)"
+            text = f"Changes — {total}{listed}"
+        text += f" · ● is version {self.state.base_version}, the editor's base"
         if self.opened_at is not None:
             text += f" · opened at revision {self.opened_at}"
+        if self.search_note:
+            text += f" · {self.search_note}"
         self.query_one("#changes-title", Static).update(text + (f" · {note}" if note else ""))
 
-    def _request_page(self) -> None:
+    def _request_page(self, *, seeking: bool = False) -> None:
         if self.fetching or self.complete:
             return
         self.fetching = True
-        self._load_page(self.pages.issue(), self.oldest)
+        size = max(self.page_size, SEEK_PAGE_SIZE) if seeking else self.page_size
+        self._load_page(self.pages.issue(), self.oldest, size)
 
     @work(thread=True, group="io", exit_on_error=False)
-    def _load_page(self, ticket: int, before: int | None) -> None:
-        self.post_message(PageLoaded(ticket, calls.history_page(self.backend, self.page_size, before)))
+    def _load_page(self, ticket: int, before: int | None, size: int) -> None:
+        self.post_message(PageLoaded(ticket, calls.history_page(self.backend, size, before)))
+
+    def owe(self, rows: int) -> bool:
+        """The person moved `rows` past the last listed row: True when more are coming (they are owed)."""
+        if self.complete:
+            return False
+        self.owed += rows
+        self._request_page()
+        return True
 
     def on_page_loaded(self, message: PageLoaded) -> None:
         self.fetching = False
@@ -148,19 +263,32 @@ class ChangesScreen(Screen[int | None]):
             )  # fmt: skip
         if page.rows:
             self.oldest = page.rows[-1].version
+            if self.total is None:
+                self.total = page.rows[0].version
         self.complete = page.last_page or (self.oldest is not None and self.oldest <= 1)
         self._title()
-        if self.at is not None and self._seek(self.at):
+        if self.owed and page.rows:
+            step, self.owed = self.owed, 0
+            target = table.cursor_row + step
+            if target > table.row_count - 1 and not self.complete:
+                self.owed = target - (table.row_count - 1)
+                self._request_page()
+            table.move_cursor(row=min(target, table.row_count - 1), animate=False)
+        if self.at is not None and self._seek(self.at, opened=self.at == self.receipt_at):
             return
         if first and not page.rows:
             self.query_one("#diff", Static).update("No revisions yet: the memory has never been saved.")
         elif first:
             self._show_diff(page.rows[0].version)
 
-    def _seek(self, version: int) -> bool:
-        """Move the cursor to `version` once it is listed; fetch the next page until then. True while seeking."""
+    def _seek(self, version: int, *, opened: bool = False) -> bool:
+        """Move the cursor to `version` once it is listed; fetch the next page until then. True while seeking.
+
+        `opened`: this is the revision Changes was opened at (an answer's receipt), and the title says so."""
         if version in self.rows:
-            self.at, self.opened_at = None, version
+            self.at = None
+            if opened:
+                self.opened_at, self.receipt_at = version, None
             table = self.query_one("#revisions", DataTable)
             row = table.get_row_index(str(version))
             if row == table.cursor_row:
@@ -169,8 +297,9 @@ class ChangesScreen(Screen[int | None]):
             self._title()
             return True
         if not self.complete:
-            self._title(f"looking for revision {version}…")
-            self._request_page()
+            self.at = version
+            self._title(f"looking for revision {version}… ({len(self.rows):,} listed)")
+            self._request_page(seeking=True)
             return True
         self.at = None
         self._title(f"revision {version} is not in this history")
@@ -194,11 +323,23 @@ class ChangesScreen(Screen[int | None]):
 
     def _show_diff(self, version: int) -> None:
         self.query_one("#diff-title", Static).update(f"Revision {version}: decrypting…")
-        self._diff(self.diffs.issue(), version, self.against, self.state.server_text, self.state.base_version)
+        against = "text" if self.view == "text" else self.against
+        self._diff(self.diffs.issue(), version, against, self.state.server_text, self.state.base_version)
 
     # exclusive: a diff still queued when the person moves on is cancelled before it decrypts anything
     @work(thread=True, group="io-diff", exclusive=True, exit_on_error=False)
     def _diff(self, ticket: int, version: int, against: str, current: str, current_version: int) -> None:
+        if against == "text":  # the revision's whole text, not a diff
+            try:
+                text = self.texts.get(version)
+            except Exception as exc:
+                diff = calls.RevisionDiff(version, "text", "", f"revision {version}", error=calls.as_error(exc))
+                self.post_message(DiffReady(ticket, diff, None))
+                return
+            diff = calls.RevisionDiff(version, "text", "", f"revision {version}", "", text)
+            shown = Text(text) if text else Text("(empty: this revision has no text)", style="dim")
+            self.post_message(DiffReady(ticket, diff, shown))
+            return
         diff = calls.revision_diff(self.texts, version, against, current, current_version)
         rendered = None if diff.error else diff_text(diff.old, diff.new, diff.old_label, diff.new_label)
         self.post_message(DiffReady(ticket, diff, rendered))  # diffing a long text stays off the UI thread
@@ -213,8 +354,14 @@ class ChangesScreen(Screen[int | None]):
             title += f" · {operation(info)} by {who(info)} · {human_size(info.size)}"
         if diff.version == self.opened_at:
             title += " · the revision that answer used"
-        title += f"\n{diff.old_label} → {diff.new_label}   (d: diff against the "
-        title += "current text)" if diff.against == "previous" else "previous revision)"
+        if diff.version in self.matches and self.search_query:
+            title += f" · contains “{self.search_query}”"
+        if diff.against == "text":
+            title += "\nIts whole text   (v: its diff)"
+        else:
+            title += f"\n{diff.old_label} → {diff.new_label}   (c: compare with the "
+            title += "current text" if diff.against == "previous" else "previous revision"
+            title += "; v: its whole text)"
         self.query_one("#diff-title", Static).update(title)
         body = self.query_one("#diff", Static)
         if diff.error is not None or message.rendered is None:
@@ -222,11 +369,19 @@ class ChangesScreen(Screen[int | None]):
         else:
             body.update(message.rendered)
 
-    def action_toggle_against(self) -> None:
-        self.against = "current" if self.against == "previous" else "previous"
+    def _redraw(self) -> None:
         version = self._highlighted()
         if version is not None:
             self._show_diff(version)
+
+    def action_toggle_against(self) -> None:
+        self.against = "current" if self.against == "previous" else "previous"
+        self.view = "diff"
+        self._redraw()
+
+    def action_toggle_view(self) -> None:
+        self.view = "text" if self.view == "diff" else "diff"
+        self._redraw()
 
     def action_restore(self) -> None:
         version = self._highlighted()
@@ -238,5 +393,139 @@ class ChangesScreen(Screen[int | None]):
             return
         self.dismiss(version)
 
+    # --- Home, End, go to ------------------------------------------------------------------------
+
+    def action_newest(self) -> None:
+        table = self.query_one("#revisions", DataTable)
+        self.owed = 0
+        if table.row_count:
+            table.move_cursor(row=0, animate=False)
+
+    def action_oldest(self) -> None:
+        """End: list every page (large ones), then the last row; the title counts them meanwhile."""
+        self.owed = 0
+        if self.complete:
+            table = self.query_one("#revisions", DataTable)
+            if table.row_count:
+                table.move_cursor(row=table.row_count - 1, animate=False)
+            return
+        self._seek(1)
+
+    def action_goto(self) -> None:
+        self._ask("goto", "Go to version (a number; enter goes, escape closes)")
+
+    def _goto(self, answer: str) -> None:
+        try:
+            version = int(answer.strip().lstrip("#").replace(",", "").replace("_", ""))
+        except ValueError:
+            self._title(f"“{answer.strip()}” is not a version number")
+            return
+        if version < 1 or (self.total is not None and version > self.total):
+            newest = f"; the newest is {self.total:,}" if self.total else ""
+            self._title(f"there is no version {version:,}{newest}")
+            return
+        self._seek(version)
+
+    # --- search ----------------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        if self.searching:
+            self.notify("A search is running: escape cancels it first.", timeout=3)
+            return
+        self._ask("search", "Search every revision's text (decrypted on this machine); enter searches")
+
+    def _search(self, query: str) -> None:
+        if not query.strip() or self.total is None:
+            return
+        self.search_query, self.matches, self.searching = query, [], True
+        self.search_note = f"searching “{query}”: 0 of {self.total:,} read (escape cancels)"
+        self._title()
+        self._search_worker(self.searches.issue(), query, self.total)
+
+    @work(thread=True, group="io-search", exclusive=True, exit_on_error=False)
+    def _search_worker(self, ticket: int, query: str, total: int) -> None:
+        worker = get_current_worker()
+
+        def report(done: int, found: list[int]) -> bool:
+            if worker.is_cancelled:
+                return False
+            self.post_message(SearchProgress(ticket, query, done, total, found))
+            return True
+
+        try:
+            found = search_revisions(self.backend, query, total, report)
+        except Exception as exc:
+            error = str(calls.as_error(exc))
+            self.post_message(SearchProgress(ticket, query, 0, total, [], error=error, finished=True))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SearchProgress(ticket, query, total, total, found, finished=True))
+
+    def on_search_progress(self, message: SearchProgress) -> None:
+        if not self.searches.latest(message.ticket) or not self.searching:
+            return
+        first = not self.matches and message.found
+        self.matches = message.found
+        count = f"{len(self.matches):,} revision" + (" contains it" if len(self.matches) == 1 else "s contain it")
+        if message.error is not None:
+            self.searching = False
+            self.search_note = f"search stopped: {message.error}"
+        elif message.finished:
+            self.searching = False
+            self.search_note = f"“{message.query}”: {count}" + (" · n: next" if self.matches else "")
+        else:
+            self.search_note = (f"searching “{message.query}”: {message.done:,} of {message.total:,} read, "
+                                f"{count} (escape cancels)")  # fmt: skip
+        self._title()
+        if first:
+            self._seek(self.matches[0])
+
+    def cancel_search(self) -> None:
+        self.searches.issue()  # progress already on its way is dropped
+        self.workers.cancel_group(self, "io-search")
+        self.searching = False
+        found = f"{len(self.matches):,} found so far" + (" · n: next" if self.matches else "")
+        self.search_note = f"search for “{self.search_query}” cancelled; {found}"
+        self._title()
+
+    def action_next_match(self) -> None:
+        if not self.matches:
+            self._title("no search results: / searches")
+            return
+        current = self._highlighted()
+        older = [v for v in self.matches if current is None or v < current]
+        self._seek(older[0] if older else self.matches[0])
+
+    # --- the one input box (go to, search) --------------------------------------------------------
+
+    def _ask(self, purpose: str, placeholder: str) -> None:
+        box = self.query_one("#changes-input", Input)
+        self.asking = purpose
+        box.placeholder = placeholder
+        box.value = ""
+        box.display = True
+        box.focus()
+
+    def _close_input(self) -> None:
+        box = self.query_one("#changes-input", Input)
+        box.display = False
+        self.asking = None
+        self.query_one("#revisions", DataTable).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        purpose = self.asking
+        self._close_input()
+        if purpose == "goto":
+            self._goto(event.value)
+        elif purpose == "search":
+            self._search(event.value)
+
     def action_close(self) -> None:
-        self.dismiss(None)
+        """Escape closes the innermost thing: the input box, then a running search, then the screen."""
+        if self.asking is not None:
+            self._close_input()
+        elif self.searching:
+            self.cancel_search()
+        else:
+            self.dismiss(None)

@@ -24,13 +24,14 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen, ScreenResultType
 from textual.timer import Timer
-from textual.widgets import Footer, TextArea
+from textual.widgets import TextArea
 
 from memframe.backend.base import Backend
 from memframe.tui import flows
 from memframe.tui.messages import HeadRead, Loaded, Tickets, WriteFinished
-from memframe.tui.state import DocumentState, WriteKind, WriteOutcome, WriteRequest
+from memframe.tui.state import DRAFT_FILE_KEY, DocumentState, WriteKind, WriteOutcome, WriteRequest
 from memframe.tui.widgets.editor import PLACEHOLDER, MemoryEditor
+from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import MessageLine, SizeWarning, StatusBar
 
 # What the first paint does not need (the backend calls, the dialogs, applying a proposal) is imported
@@ -46,22 +47,26 @@ class MemoryScreen(Screen[None]):
     class Started(Message):
         """The first load has been shown (or has failed and said so): the frame has started."""
 
+    # The footer shows Save, Changes, Assistant and Proposals (with Help and Quit, so it fits 80 columns);
+    # every binding is also in help (F1) and the command palette.
+    HELP_NAME = "Memory (the editor)"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+s", "save", "Save", tooltip="Upload the draft against the base version", id="memframe.save"),
-        Binding("ctrl+t", "preview", "Preview", tooltip="Toggle the rendered Markdown", id="memframe.preview"),
-        Binding("ctrl+o", "mode", "Mode", tooltip="Off / Read only / Auto", id="memframe.mode"),
+        Binding("ctrl+t", "preview", "Preview", tooltip="Toggle the rendered Markdown", show=False,
+                id="memframe.preview"),
+        Binding("ctrl+o", "mode", "Mode", tooltip="Off / Read only / Auto", show=False, id="memframe.mode"),
         Binding("ctrl+g", "changes", "Changes", tooltip="Revisions, diffs and Undo", id="memframe.changes"),
-        Binding("ctrl+l", "clear", "Clear", tooltip="Empty the memory and fence older automatic work",
+        Binding("ctrl+l", "clear", "Clear", tooltip="Empty the memory and fence older automatic work", show=False,
                 id="memframe.clear"),
-        # Not in the footer (ctrl+r and the palette still work), so the footer fits 100 columns.
         Binding("ctrl+r", "reload", "Reload", tooltip="Load the server's current version", show=False,
                 id="memframe.reload"),
         Binding("f2", "assistant", "Assistant", tooltip="Talk to the Assistant; see which revision each answer used",
                 id="memframe.assistant"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.proposals"),
-        Binding("f4", "draft_file", "Draft to file", tooltip="Write the draft to a private file (when a Save fails)",
-                show=False, id="memframe.draft_file"),
+        Binding(DRAFT_FILE_KEY, "draft_file", "Draft to file",
+                tooltip="Write the draft to a private file (when a Save fails)", show=False,
+                id="memframe.draft_file"),
     ]  # fmt: skip
 
     def __init__(
@@ -86,7 +91,7 @@ class MemoryScreen(Screen[None]):
         yield SizeWarning(id="size-warning")
         yield MemoryEditor(id="editor", **self._editor_options)  # type: ignore[arg-type]
         yield MessageLine(id="message")
-        yield Footer()
+        yield KeyFooter()
 
     @property
     def editor(self) -> MemoryEditor:

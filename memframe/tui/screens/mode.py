@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from memframe.backend.base import Backend
@@ -25,11 +25,13 @@ from memframe.core.errors import PolicyConflict
 from memframe.core.types import Mode, Policy
 from memframe.tui import calls
 from memframe.tui.messages import ModeSet, Tickets
+from memframe.tui.widgets.footer import KeyFooter
 
 
 class ModeSwitcher(ModalScreen[Policy | None]):
     """Dismisses with the policy now in force if it changed (here or elsewhere), else None."""
 
+    HELP_NAME = "Mode"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close", id="memframe.mode.close")]
 
     def __init__(self, backend: Backend, policy: Policy) -> None:
@@ -46,7 +48,7 @@ class ModeSwitcher(ModalScreen[Policy | None]):
             yield Static(id="mode-intro")
             yield OptionList(id="modes")
             yield Static(id="mode-message")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._show()

@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from memframe.backend.base import Backend
 from memframe.core.turns import ProposalReason
@@ -28,6 +28,7 @@ from memframe.tui.assistant_calls import BEFORE_CLEAR, ProposalView
 from memframe.tui.messages import ProposalDismissed, ProposalsLoaded, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.text import ago
+from memframe.tui.widgets.footer import KeyFooter
 
 if TYPE_CHECKING:
     from memframe.core.turns import Proposal
@@ -57,13 +58,15 @@ class ProposalsScreen(Screen[None]):
     class Applied(Message, bubble=False):
         """The apply flow has ended (applied, refused or cancelled); its words are in the shared state."""
 
+    HELP_NAME = "Proposals"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", id="memframe.proposals.back"),
         Binding("a", "apply", "Apply", tooltip="Apply the highlighted proposal as your own Save",
                 id="memframe.proposals.apply"),
-        Binding("d", "drop", "Dismiss", tooltip="Drop the highlighted proposal; memory is not changed",
+        Binding("x", "drop", "Dismiss", tooltip="Drop the highlighted proposal (asks first); memory is not changed",
                 id="memframe.proposals.dismiss"),
-        Binding("r", "reload", "Reload", tooltip="Read the pending proposals again", id="memframe.proposals.reload"),
+        Binding("ctrl+r", "reload", "Reload", tooltip="Read the pending proposals again", show=False,
+                id="memframe.proposals.reload"),
     ]  # fmt: skip
 
     def __init__(self, backend: Backend, state: DocumentState, *, clock: Callable[[], float]) -> None:
@@ -83,7 +86,7 @@ class ProposalsScreen(Screen[None]):
             yield Static(id="proposal-title")
             yield Static(id="proposal-diff")
         yield Static(id="proposals-message")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#proposal-list", DataTable)
@@ -184,8 +187,24 @@ class ProposalsScreen(Screen[None]):
         view = self._highlighted()
         if view is None or self.busy:
             return
-        self.busy = True
-        self._dismiss(self.acts.issue(), view.proposal.id)
+        self._confirm_drop(view.proposal.id)
+
+    @work(exclusive=True, group="confirm")
+    async def _confirm_drop(self, proposal_id: str) -> None:
+        """A dismissed proposal cannot be brought back, so one key asks first."""
+        from memframe.tui.dialogs.confirm import ConfirmAction
+
+        sure = await self.app.push_screen_wait(
+            ConfirmAction(
+                f"Dismiss proposal {proposal_id}?",
+                "It leaves the list for good (for every member); memory is not changed. The Assistant can "
+                "propose it again in a later turn.",
+                "Dismiss it",
+            )
+        )
+        if sure and not self.busy:
+            self.busy = True
+            self._dismiss(self.acts.issue(), proposal_id)
 
     @work(thread=True, group="io", exit_on_error=False)
     def _dismiss(self, ticket: int, proposal_id: str) -> None:

@@ -17,14 +17,37 @@ from memframe.tui.text import OVERSIZED_EXPLANATION, short_location, size_meter
 _SEP = ("  ·  ", "dim")
 
 
+def elide(text: str, width: int) -> str:
+    """`text` cut to `width` characters, the cut marked with …"""
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
 class StatusBar(Static):
-    """Workspace and backend; base version, unsaved marker, mode and the size meter."""
+    """Workspace and backend; base version, unsaved marker, mode and the size meter.
+
+    Its height follows its text (the .tcss says `height: auto`): on a narrow terminal the lines wrap
+    rather than push the version, unsaved marker and size meter out of sight. A long workspace name
+    is elided first, so line one fits where it can.
+    """
+
+    _state: DocumentState | None = None
+
+    def on_resize(self) -> None:
+        if self._state is not None:
+            self.show(self._state)
 
     def show(self, state: DocumentState) -> None:
+        self._state = state
         mode = state.mode.label if state.mode is not None else "unknown"
+        place = short_location(state.location)
+        fixed = len("Workspace ") + 2 * len(_SEP[0]) + len(place) + len("Mode ") + len(mode)
+        room = self.content_size.width or 1_000  # before the first layout: as if wide
+        name = elide(state.workspace_id, max(8, room - fixed)) if fixed + len(state.workspace_id) > room else (
+            state.workspace_id
+        )  # fmt: skip
         first = Text.assemble(
-            ("Workspace ", "dim"), (state.workspace_id, "bold"), _SEP,
-            (short_location(state.location), ""), _SEP,
+            ("Workspace ", "dim"), (name, "bold"), _SEP,
+            (place, ""), _SEP,
             ("Mode ", "dim"), (mode, "bold"),
         )  # fmt: skip
         second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))

@@ -1,0 +1,147 @@
+"""Every key of the frame, read from the screens' own BINDINGS, so the help and the README cannot drift.
+
+Each binding has an id (`memframe.…`); a person remaps it in the settings file's `[keymap]` table,
+by its full id or without the `memframe.` prefix (`save = "ctrl+w"`). The help screen and the README's
+key table are both made here from the same bindings, with that keymap applied.
+
+No widgets are made here; the screens' modules are imported only when the whole table is asked for
+(the help screen, the README test), not before the first paint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from textual.binding import Binding, BindingType
+
+PREFIX = "memframe."
+
+#: The keys that work on every screen (the App's BINDINGS). Help is a priority binding so it works in dialogs.
+APP_BINDINGS: list[BindingType] = [
+    Binding("f1", "help", "Help", tooltip="Every key of this screen and what it does; escape closes it",
+            priority=True, id="memframe.help"),
+    Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
+            id="memframe.quit"),
+]  # fmt: skip
+
+#: The help screen's own keys (F1 again closes it too, through the App's binding).
+HELP_BINDINGS: list[BindingType] = [Binding("escape", "close", "Close help", id="memframe.help.close")]
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One key (or keys) and what it does, in the words of its binding."""
+
+    keys: str
+    description: str
+    tooltip: str
+    id: str
+
+
+def full_keymap(keymap: Mapping[str, str]) -> dict[str, str]:
+    """The settings' keymap with every id spelled in full (`save` -> `memframe.save`)."""
+    return {(name if name.startswith(PREFIX) else PREFIX + name): keys for name, keys in keymap.items()}
+
+
+#: Textual's names for keys a person reads as a character.
+_READ_AS = {"slash": "/", "question_mark": "?", "full_stop": ".", "comma": ","}
+
+
+def show_keys(keys: str) -> str:
+    """`escape,e` -> `escape / e`, `slash` -> `/`: the way a person reads a list of keys."""
+    return " / ".join(_READ_AS.get(part.strip(), part.strip()) for part in keys.split(",") if part.strip())
+
+
+def rows(bindings: Iterable[BindingType], keymap: Mapping[str, str] | None = None) -> list[KeyRow]:
+    """The memframe bindings among `bindings` (one row per id and description), keymap applied."""
+    remapped = full_keymap(keymap or {})
+    out: dict[tuple[str, str], KeyRow] = {}
+    keys_of: dict[tuple[str, str], list[str]] = {}
+    for binding in Binding.make_bindings(bindings):
+        if not (binding.id or "").startswith(PREFIX):
+            continue
+        assert binding.id is not None
+        row_id = (binding.id, binding.description)
+        keys = remapped.get(binding.id, binding.key)
+        keys_of.setdefault(row_id, [])
+        for key in keys.split(","):
+            if key.strip() and key.strip() not in keys_of[row_id]:
+                keys_of[row_id].append(key.strip())
+        out[row_id] = KeyRow("", binding.description, binding.tooltip, binding.id)
+    return [KeyRow(show_keys(",".join(keys_of[k])), r.description, r.tooltip, r.id) for k, r in out.items()]
+
+
+def screens() -> list[tuple[str, list[BindingType]]]:
+    """Every screen and dialog of the frame with its bindings, in the order a person meets them."""
+    from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
+    from memframe.tui.dialogs.confirm import ConfirmAction
+    from memframe.tui.screens.assistant import AssistantScreen
+    from memframe.tui.screens.changes import ChangesScreen
+    from memframe.tui.screens.memory import MemoryScreen
+    from memframe.tui.screens.mode import ModeSwitcher
+    from memframe.tui.screens.proposals import ProposalsScreen
+    from memframe.tui.widgets.editor import MemoryEditor
+
+    return [
+        ("Everywhere", list(APP_BINDINGS)),
+        ("Memory (the editor)", [*MemoryScreen.BINDINGS, *MemoryEditor.BINDINGS]),
+        ("Changes", list(ChangesScreen.BINDINGS)),
+        ("Assistant", list(AssistantScreen.BINDINGS)),
+        ("Proposals", list(ProposalsScreen.BINDINGS)),
+        ("Mode", list(ModeSwitcher.BINDINGS)),
+        ("Unsaved changes", list(SaveDiscardCancel.BINDINGS)),
+        *(
+            (f"Conflict ({what})", _variant(ConflictScreen.BINDINGS, variant))
+            for variant, what in (
+                ("save", "a Save lost the race"),
+                ("undo", "an Undo lost the race"),
+                ("apply", "applying a proposal lost the race"),
+            )
+        ),
+        ("Clear", list(ConfirmClear.BINDINGS)),
+        ("Clear conflict", list(ClearConflict.BINDINGS)),
+        ("Are you sure?", list(ConfirmAction.BINDINGS)),
+        ("Help", list(HELP_BINDINGS)),
+    ]
+
+
+def _variant(bindings: Iterable[BindingType], variant: str) -> list[BindingType]:
+    """The conflict view's keys for one variant (its bindings name their variant, see `check_action`)."""
+    return [b for b in Binding.make_bindings(bindings) if "', '" not in b.action or f"'{variant}')" in b.action]
+
+
+def every_key(keymap: Mapping[str, str] | None = None) -> list[tuple[str, list[KeyRow]]]:
+    """The whole frame's keys, screen by screen, keymap applied."""
+    return [(name, rows(bindings, keymap)) for name, bindings in screens()]
+
+
+def meanings(keymap: Mapping[str, str] | None = None) -> dict[str, set[str]]:
+    """Each key -> the things it does across the frame. One thing per key is the rule (a test holds it).
+
+    `escape` is the one exception by design: it always means "back, changing nothing" (Back, Cancel,
+    Close, Keep), which the test names explicitly.
+    """
+    found: dict[str, set[str]] = {}
+    for _, key_rows in every_key(keymap):
+        for row in key_rows:
+            for key in row.keys.split(" / "):
+                found.setdefault(key, set()).add(row.id.rsplit(".", 1)[-1])
+    return found
+
+
+def markdown_table(keymap: Mapping[str, str] | None = None) -> str:
+    """The README's key table: one row per key and screen, made from the bindings."""
+    lines = ["| where | key | what it does |", "| --- | --- | --- |"]
+    for name, key_rows in every_key(keymap):
+        for row in key_rows:
+            what = row.description if not row.tooltip else f"{row.description}: {row.tooltip}"
+            keys = " / ".join(f"`{k}`" for k in row.keys.split(" / "))
+            lines.append(f"| {name} | {keys} | {what} |")
+    return "\n".join(lines)
+
+
+def unknown_ids(keymap: Mapping[str, str]) -> list[str]:
+    """Keymap ids no binding has: a typo in the settings file, said once rather than ignored."""
+    known = {row.id for _, key_rows in every_key() for row in key_rows}
+    return sorted(name for name in full_keymap(keymap) if name not in known)

@@ -1,0 +1,351 @@
+"""A whole day with the frame: help from the bindings, keys that mean one thing, a keymap and a theme
+that persist, the status bar at 60 columns, and Changes over a long history. State, never sleeps."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.widgets import Input, Static
+
+from memframe import settings
+from memframe.tui.app import build_app
+from memframe.tui.dialogs import ConflictScreen
+from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
+from memframe.tui.screens.changes import ChangesScreen
+from memframe.tui.screens.help import HelpScreen
+from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.widgets.status import StatusBar
+from tests.tui.conftest import drive
+from tests.tui.scenarios import Stage, settle
+from tests.tui.test_flows import TEXT, append
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def text_of(widget: Static) -> str:
+    return str(widget.render())
+
+
+# --- help and keys ---------------------------------------------------------------------------------
+
+
+def test_f1_opens_help_for_the_current_screen_and_escape_closes_it(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("f1")
+        await settle(pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen) and help_screen.screen_name == "Memory (the editor)"
+        here = {row.id: row for row in help_screen.here}
+        assert here["memframe.save"].keys == "ctrl+s" and "base version" in here["memframe.save"].tooltip
+        assert {"memframe.clear", "memframe.reload", "memframe.help", "memframe.quit"} <= here.keys()
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        await pilot.press("f1")  # help for Changes, and F1 again closes it
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen) and app.screen.screen_name == "Changes"
+        assert "memframe.changes.search" in {row.id for row in app.screen.here}
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, ChangesScreen)
+
+    drive(app, script)
+
+
+def test_help_opens_inside_a_dialog_too(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- mine\n")
+        stage.other.save(TEXT + "- theirs\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("f1")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        keys = {row.keys: row.description for row in app.screen.here}
+        assert keys["d"] == "Discard my draft" and keys["o"] == "Save over newer"  # the Save conflict's words
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.state.dirty
+
+    drive(app, script)
+
+
+def test_the_undo_conflict_footer_shows_its_own_labels(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.save("two\n", 1)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        await pilot.press("down")
+        await settle(pilot)
+        stage.other.save("three\n", 2)
+        await pilot.press("u")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen) and app.screen.revision == 1
+        shown = {active.binding.key: active.binding.description for active in app.screen.active_bindings.values()}
+        assert (shown["e"], shown["o"], shown["d"]) == ("Edit its text", "Restore over newer", "Keep newer")
+        await pilot.press("d")  # keeping the newer version loses nothing: no question
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen) and app.state.base_version == 3
+
+    drive(app, script)
+
+
+def test_each_key_means_one_thing_across_the_frame() -> None:
+    clashes = {key: sorted(what) for key, what in meanings().items() if len(what) > 1 and key != "escape"}
+    assert clashes == {}
+    # escape is the one key on every screen, and always means back / cancel / keep: never a write
+    assert meanings()["escape"] <= {"back", "cancel", "close", "keep"}
+    everything = {row.id for _, rows in every_key() for row in rows}
+    assert {"memframe.help", "memframe.quit", "memframe.assistant", "memframe.proposals"} <= everything
+
+
+def test_every_binding_of_the_frame_has_an_id_to_remap_it_by() -> None:
+    from textual.binding import Binding
+
+    from memframe.tui.keys import screens
+
+    for name, bindings in screens():
+        for binding in Binding.make_bindings(bindings):
+            assert (binding.id or "").startswith("memframe."), f"{name}: {binding.key} has no memframe id"
+
+
+def test_the_readme_key_table_is_the_bindings() -> None:
+    assert markdown_table() in README.read_text(encoding="utf-8"), (
+        "README's key table is stale: paste the output of "
+        "`python -c 'from memframe.tui.keys import markdown_table; print(markdown_table())'` into it"
+    )
+
+
+# --- keymap and theme -----------------------------------------------------------------------------
+
+
+def frame_settings(config: str, home: Path) -> settings.Settings:
+    path = home / "config.toml"
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text(config, encoding="utf-8")
+    return settings.load({"MEMFRAME_HOME": str(home)})
+
+
+def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, memframe_home: Path) -> None:
+    stage.other.save(TEXT, 0)
+    mine = frame_settings('[keymap]\nsave = "f9"\n"memframe.changes" = "f8"\n', memframe_home)
+    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- remapped\n")
+        await pilot.press("f9")
+        await settle(pilot)
+        assert (app.state.base_version, app.state.dirty) == (2, False)
+        await pilot.press("f8")
+        await settle(pilot)
+        assert isinstance(app.screen, ChangesScreen)
+
+    drive(app, script)
+    assert unknown_ids({"save": "x", "sav": "y"}) == ["memframe.sav"]
+
+
+def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe_home: Path) -> None:
+    mine = frame_settings('# mine\nworkspace = "default"\n\n[keymap]\nsave = "ctrl+s"\n', memframe_home)
+    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        app.theme = "nord"  # what choosing it in the command palette does
+        await settle(pilot)
+
+    drive(app, script)
+    text = (memframe_home / "config.toml").read_text(encoding="utf-8")
+    assert text == '# mine\nworkspace = "default"\ntheme = "nord"\n\n[keymap]\nsave = "ctrl+s"\n'
+    again = build_app(
+        stage.frame, clock=stage.clock, syntax=False, settings=settings.load({"MEMFRAME_HOME": str(memframe_home)})
+    )  # type: ignore[arg-type]
+
+    async def opens_in_it(pilot: Pilot[Any]) -> None:
+        assert again.theme == "nord"
+
+    drive(again, opens_in_it)
+
+
+def test_a_theme_that_cannot_be_written_is_one_warning_not_a_crash(stage: Stage, memframe_home: Path) -> None:
+    """The file broke after the frame started (an editor open on it): the theme applies, the file is kept."""
+    elsewhere = memframe_home.parent / "elsewhere"  # not the running frame's own home, which would refuse to load
+    mine = frame_settings("", elsewhere)
+    (elsewhere / "config.toml").write_text("workspace = [unclosed\n", encoding="utf-8")  # broken since
+    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    notes: list[str] = []
+
+    async def script(pilot: Pilot[Any]) -> None:
+        app.theme = "nord"
+        await settle(pilot)
+        notes.extend(str(n.message) for n in app._notifications)
+        assert app.is_running and app.theme == "nord"
+
+    drive(app, script)
+    assert any("not remembered" in n and "not valid TOML" in n for n in notes)
+    assert (elsewhere / "config.toml").read_text(encoding="utf-8") == "workspace = [unclosed\n"
+
+
+# --- small terminals --------------------------------------------------------------------------------
+
+
+def test_at_60_columns_the_status_bar_keeps_its_second_line(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await pilot.resize_terminal(60, 20)
+        await append(pilot, "- draft\n")
+        await settle(pilot)
+        bar = app.screen.query_one(StatusBar)
+        shown = text_of(bar)
+        assert "Unsaved changes" in shown and "8,192 bytes" in shown and "Version 1" in shown
+        assert bar.size.height >= 3  # it grew instead of cutting line two
+
+    drive(app, script)
+
+
+# --- Changes over a long history -------------------------------------------------------------------
+
+
+def seed_history(stage: Stage, count: int) -> None:
+    for version in range(count):
+        stage.other.save(f"line {version}\n" + ("needle\n" if version % 97 == 5 else ""), version)
+
+
+async def open_changes(pilot: Pilot[Any]) -> ChangesScreen:
+    await pilot.press("ctrl+g")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ChangesScreen)
+    return screen
+
+
+def cursor_version(screen: ChangesScreen) -> int | None:
+    return screen._highlighted()
+
+
+def test_changes_title_home_end_and_downs_across_page_boundaries(stage: Stage) -> None:
+    seed_history(stage, 1_230)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes(pilot)
+        assert "1,230 revisions" in text_of(screen.query_one("#changes-title", Static))
+        await pilot.press(*["down"] * 100)  # two page boundaries (50, 100) in one burst of key-repeat
+        await settle(pilot)
+        assert cursor_version(screen) == 1_230 - 100
+        await pilot.press("end")
+        await settle(pilot)
+        assert cursor_version(screen) == 1 and screen.complete and len(screen.rows) == 1_230
+        await pilot.press("home")
+        await settle(pilot)
+        assert cursor_version(screen) == 1_230
+
+    drive(app, script)
+
+
+def test_changes_go_to_a_version_by_number(stage: Stage) -> None:
+    seed_history(stage, 300)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes(pilot)
+        await pilot.press("g")
+        box = screen.query_one("#changes-input", Input)
+        assert box.has_focus
+        box.value = "12"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert cursor_version(screen) == 12 and not box.display
+        await pilot.press("g")
+        screen.query_one("#changes-input", Input).value = "9999"
+        await pilot.press("enter")
+        await settle(pilot)
+        assert cursor_version(screen) == 12
+        assert "no version 9,999; the newest is 300" in text_of(screen.query_one("#changes-title", Static))
+
+    drive(app, script)
+
+
+def test_changes_search_every_revisions_text_then_view_one_whole(stage: Stage) -> None:
+    seed_history(stage, 300)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes(pilot)
+        await pilot.press("slash")
+        screen.query_one("#changes-input", Input).value = "NEEDLE"  # case does not matter
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not screen.searching
+        assert screen.matches == [297, 200, 103, 6]  # the versions whose text has "needle", newest first
+        title = text_of(screen.query_one("#changes-title", Static))
+        assert "4 revisions contain it" in title
+        assert cursor_version(screen) == 297
+        await pilot.press("n")
+        await settle(pilot)
+        assert cursor_version(screen) == 200
+        await pilot.press("v")  # the whole text, not the diff
+        await settle(pilot)
+        whole = text_of(screen.query_one("#diff", Static))
+        assert "line 199\nneedle" in whole and "---" not in whole
+        await pilot.press("v")
+        await settle(pilot)
+        assert "+needle" in text_of(screen.query_one("#diff", Static))
+
+    drive(app, script)
+
+
+class HeldReads:
+    """The frame's backend, with batch reads held until `go` is set: a search visibly in progress."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+        self.go = threading.Event()
+        self.reading = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def read_revisions(self, versions: Any) -> Any:
+        self.reading.set()
+        assert self.go.wait(10), "the test never let the search go on"
+        return self._backend.read_revisions(versions)
+
+
+def test_changes_search_can_be_cancelled(stage: Stage) -> None:
+    seed_history(stage, 120)
+    held = HeldReads(stage.frame._backend)
+    stage.frame._backend = held
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_changes(pilot)
+        await pilot.press("slash")
+        screen.query_one("#changes-input", Input).value = "needle"
+        await pilot.press("enter")
+        assert held.reading.wait(10) and screen.searching
+        await pilot.press("escape")  # cancels the search, not the screen
+        held.go.set()
+        await settle(pilot)
+        assert isinstance(app.screen, ChangesScreen) and not screen.searching
+        assert "cancelled" in text_of(screen.query_one("#changes-title", Static))
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, MemoryScreen)
+
+    drive(app, script)
