@@ -321,7 +321,7 @@ def test_taking_the_servers_version_after_a_conflict_gives_the_assistant_memory_
         await settle(pilot)
         assert isinstance(app.screen, ConflictScreen)
         assert app.state.save_state.last.kind == "conflict"
-        await pilot.press("d")  # Discard my draft, take version 2
+        await pilot.press("d", "y")  # Discard my draft (confirmed), take version 2
         await settle(pilot)
         assert (app.state.base_version, app.state.dirty) == (2, False)
         assert app.state.save_state.last.header() == "saved; version=2"
