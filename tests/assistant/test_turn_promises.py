@@ -1,7 +1,7 @@
 """Promises mutation testing found only partly pinned (issue 18), at the service and turn level:
 recall supplies memory in full with forged closers defanged (R), the model supplies no authority
 (A5), a Save with a pre-Clear base conflicts (C9), new evidence after a Clear is capturable while
-Auto remains (C10), an ask_agent turn is an ordinary turn at the server's revision (Z5), and the
+Auto remains (C10), an ask_agent turn is an ordinary turn at the server's revision (Z4), and the
 namespace is refused inside a turn without a request (Z3)."""
 
 from __future__ import annotations
@@ -173,10 +173,10 @@ def test_C10_a_turn_after_a_clear_remembers_in_auto(svc: MemoryService) -> None:
     assert result.remembered and b.load().text == "- new\n"
 
 
-# --- Z5: an ask_agent turn is ordinary, with no X-Memory-State -----------------------------------
+# --- Z4: an ask_agent turn is ordinary, with no X-Memory-State -----------------------------------
 
 
-def test_Z5_a_turn_without_memory_state_uses_the_servers_current_revision(stage: Stage) -> None:
+def test_Z4_a_turn_without_memory_state_uses_the_servers_current_revision(stage: Stage) -> None:
     stage.person.save("- one\n", 0)
     stage.person.save("- two\n", 1)
     a = stage.admit(memory_state=None)
@@ -185,7 +185,7 @@ def test_Z5_a_turn_without_memory_state_uses_the_servers_current_revision(stage:
     assert (recalled.status, recalled.revision, recalled.text) == (RecallStatus.PROVIDED, 2, "- two\n")
 
 
-def test_Z5_ask_agent_turns_are_admitted_by_the_same_ingress(svc: MemoryService) -> None:
+def test_Z4_ask_agent_turns_are_admitted_by_the_same_ingress(svc: MemoryService) -> None:
     """What the MCP server's ask_agent does: the ordinary send, without an X-Memory-State."""
     b = person(svc, crypto.new_key())
     b.save("- one\n", 0)
