@@ -194,8 +194,10 @@ def mutants(module: str) -> list[Mutant]:
                 for match in pattern.finditer(text):
                     a, b = start + match.start(), start + match.end()
                     found.append(Mutant(module, node.lineno, kind, source[a:b], new, a, b))
-            if isinstance(node, ast.Constant) and _PREDICATE_FRAGMENT.search(node.value) and not _SQL_STATEMENT.search(
-                node.value
+            if (
+                isinstance(node, ast.Constant)
+                and _PREDICATE_FRAGMENT.search(node.value)
+                and not _SQL_STATEMENT.search(node.value)
             ):
                 quote = text[0] if text[0] in "\"'" else '"'
                 found.append(Mutant(module, node.lineno, "sql: predicate always true", text, f"{quote}1{quote}",
@@ -302,7 +304,8 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], seconds: float) -> str
         for m in survivors:
             why = EQUIVALENT.get(m.key)
             verdict = f"equivalent: {why}" if why else "**survived**"
-            details.append(f"- `{module}:{m.line}` {m.kind}: `{_one_line(m.before)}` → `{_one_line(m.after)}` — {verdict}")
+            change = f"`{_one_line(m.before)}` → `{_one_line(m.after)}`"
+            details.append(f"- `{module}:{m.line}` {m.kind}: {change} — {verdict}")
     out += ["", "## Surviving mutants", "", *(details or ["None."]), ""]
     return "\n".join(out)
 
