@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test check lint format bench soak screenshots clean
+.PHONY: run test check lint format bench soak mutate screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ bench: $(STAMP)
 soak: $(STAMP)
 	MEMFRAME_SOAK=1 MEMFRAME_RELIABILITY_REPORT=soak-report.jsonl \
 		$(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
+
+# Mutation testing of core/, the fence, capture, policy and files (tools/mutate.py; not part of
+# `make test`): writes mutation/report.md. MODULES=memframe/core/edits.py runs a subset.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(MODULES) --jobs $(or $(JOBS),2)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

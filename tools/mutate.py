@@ -24,6 +24,7 @@ import argparse
 import ast
 import concurrent.futures
 import dataclasses
+import json
 import re
 import shutil
 import subprocess
@@ -69,6 +70,7 @@ MODULES: dict[str, list[str]] = {
 SQL_MODULES = {"memframe/service/fence.py", "memframe/service/capture.py", "memframe/service/files.py",
                "memframe/service/policy.py"}  # fmt: skip
 TIMEOUT = 240
+RESULTS = ROOT / "mutation" / "results"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +252,6 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report", default=str(ROOT / "mutation" / "report.md"))
     args = parser.parse_args()
-    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="memframe-mutate-") as tmp:
         trees = [_tree_copy(Path(tmp) / f"t{n}") for n in range(args.jobs)]
         for tree in trees:
@@ -262,35 +263,57 @@ def main() -> int:
         free = list(trees)
         for module in args.modules:
             todo = mutants(module)
+            began = time.monotonic()
             print(f"{module}: {len(todo)} mutants", flush=True)
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
 
                 def one(m: Mutant) -> tuple[Mutant, bool]:
                     tree = free.pop()
                     try:
-                        return m, check(tree, m)
+                        survived = check(tree, m)
+                        print(f"  {'SURVIVED' if survived else 'killed  '} {m.module}:{m.line} {m.kind}", flush=True)
+                        return m, survived
                     finally:
                         free.append(tree)
 
                 results[module] = list(pool.map(one, todo))
             survived = [m for m, s in results[module] if s]
-            print(f"  survived {len(survived)}", flush=True)
+            print(f"  survived {len(survived)} in {time.monotonic() - began:.0f} s", flush=True)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            rows = [{**dataclasses.asdict(m), "survived": s} for m, s in results[module]]
+            (RESULTS / (module.replace("/", ".") + ".json")).write_text(
+                json.dumps({"seconds": time.monotonic() - began, "jobs": args.jobs, "mutants": rows}, indent=1)
+            )
     Path(args.report).parent.mkdir(exist_ok=True)
-    Path(args.report).write_text(report(results, time.monotonic() - started))
+    Path(args.report).write_text(report(*_all_results()))
     print(f"wrote {args.report}")
     return 0
 
 
-def report(results: dict[str, list[tuple[Mutant, bool]]], seconds: float) -> str:
+def _all_results() -> tuple[dict[str, list[tuple[Mutant, bool]]], dict[str, float]]:
+    """Every module's latest results and minutes (each run refreshes the modules it ran)."""
+    out: dict[str, list[tuple[Mutant, bool]]] = {}
+    minutes: dict[str, float] = {}
+    for module in MODULES:
+        path = RESULTS / (module.replace("/", ".") + ".json")
+        if path.is_file():
+            data = json.loads(path.read_text())
+            rows = data["mutants"]
+            out[module] = [(Mutant(**{k: v for k, v in r.items() if k != "survived"}), r["survived"]) for r in rows]
+            minutes[module] = data["seconds"] / 60
+    return out, minutes
+
+
+def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, float]) -> str:
     out = [
         "# Mutation report",
         "",
-        f"Made by `make mutate` (`tools/mutate.py`) in {seconds / 60:.0f} minutes on this machine. A mutant is",
+        "Made by `make mutate` (`tools/mutate.py`). A mutant is",
         "killed when the module's tests (`MODULES` in the script) fail or time out; an equivalent mutant",
         "changes no behaviour the contract speaks of (the reason is given) and is left out of the rate.",
         "",
-        "| module | mutants | killed | survived | equivalent | kill rate (non-equivalent) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| module | mutants | killed | survived | equivalent | kill rate (non-equivalent) | minutes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     details: list[str] = []
     for module, rows in results.items():
@@ -300,7 +323,10 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], seconds: float) -> str
         live = [m for m in survivors if m.key not in EQUIVALENT]
         judged = killed + len(live)
         rate = 100.0 * killed / judged if judged else 100.0
-        out.append(f"| `{module}` | {len(rows)} | {killed} | {len(live)} | {len(equivalent)} | {rate:.1f}% |")
+        out.append(
+            f"| `{module}` | {len(rows)} | {killed} | {len(live)} | {len(equivalent)} | {rate:.1f}% "
+            f"| {minutes[module]:.1f} |"
+        )
         for m in survivors:
             why = EQUIVALENT.get(m.key)
             verdict = f"equivalent: {why}" if why else "**survived**"
