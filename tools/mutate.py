@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,16 +44,8 @@ FENCE_TESTS = ["tests/assistant/test_fence_clauses.py", "tests/assistant/test_fe
 MODULES: dict[str, list[str]] = {
     "memframe/service/fence.py": FENCE_TESTS,
     "memframe/core/edits.py": ["tests/core/test_edit_promises.py", "tests/core/test_edits.py"],
-    "memframe/core/namespace.py": [
-        "tests/core/test_namespace_promises.py",
-        "tests/core/test_namespace.py",
-        "tests/assistant/test_documents.py",
-    ],
-    "memframe/core/recall.py": [
-        "tests/assistant/test_turn_promises.py",
-        "tests/core/test_recall.py",
-        "tests/assistant/test_admission_recall.py",
-    ],
+    "memframe/core/namespace.py": ["tests/core/test_namespace_promises.py", "tests/core/test_namespace.py"],
+    "memframe/core/recall.py": ["tests/core/test_recall.py", "tests/assistant/test_turn_promises.py"],
     "memframe/service/capture.py": [
         *FENCE_TESTS,
         "tests/assistant/test_turn_promises.py",
@@ -259,41 +252,55 @@ def main() -> int:
         if not run_tests(trees[0], sorted({t for m in args.modules for t in MODULES[m]})):
             print("the unmutated tests fail; fix them first", file=sys.stderr)
             return 1
-        results: dict[str, list[tuple[Mutant, bool]]] = {}
         free = list(trees)
+        lock = threading.Lock()
         for module in args.modules:
             todo = mutants(module)
             began = time.monotonic()
+            done: list[tuple[Mutant, bool]] = []
             print(f"{module}: {len(todo)} mutants", flush=True)
-            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
 
-                def one(m: Mutant) -> tuple[Mutant, bool]:
+            def one(
+                m: Mutant,
+                module: str = module,
+                todo: list[Mutant] = todo,
+                done: list[tuple[Mutant, bool]] = done,
+                began: float = began,
+            ) -> None:
+                with lock:
                     tree = free.pop()
-                    try:
-                        survived = check(tree, m)
-                        print(f"  {'SURVIVED' if survived else 'killed  '} {m.module}:{m.line} {m.kind}", flush=True)
-                        return m, survived
-                    finally:
+                try:
+                    survived = check(tree, m)
+                finally:
+                    with lock:
                         free.append(tree)
+                with lock:
+                    done.append((m, survived))
+                    print(f"  {'SURVIVED' if survived else 'killed  '} {m.module}:{m.line} {m.kind}", flush=True)
+                    _save(module, done, len(todo), time.monotonic() - began, args.jobs)
 
-                results[module] = list(pool.map(one, todo))
-            survived = [m for m, s in results[module] if s]
-            print(f"  survived {len(survived)} in {time.monotonic() - began:.0f} s", flush=True)
-            RESULTS.mkdir(parents=True, exist_ok=True)
-            rows = [{**dataclasses.asdict(m), "survived": s} for m, s in results[module]]
-            (RESULTS / (module.replace("/", ".") + ".json")).write_text(
-                json.dumps({"seconds": time.monotonic() - began, "jobs": args.jobs, "mutants": rows}, indent=1)
-            )
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                list(pool.map(one, todo))
+            print(f"  survived {sum(s for _, s in done)} in {time.monotonic() - began:.0f} s", flush=True)
     Path(args.report).parent.mkdir(exist_ok=True)
     Path(args.report).write_text(report(*_all_results()))
     print(f"wrote {args.report}")
     return 0
 
 
-def _all_results() -> tuple[dict[str, list[tuple[Mutant, bool]]], dict[str, float]]:
+def _save(module: str, done: list[tuple[Mutant, bool]], total: int, seconds: float, jobs: int) -> None:
+    """After every mutant, so a run cut short still reports what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    rows = [{**dataclasses.asdict(m), "survived": s} for m, s in sorted(done, key=lambda r: r[0].start)]
+    data = {"seconds": seconds, "jobs": jobs, "total": total, "mutants": rows}
+    (RESULTS / (module.replace("/", ".") + ".json")).write_text(json.dumps(data, indent=1))
+
+
+def _all_results() -> tuple[dict[str, list[tuple[Mutant, bool]]], dict[str, float], dict[str, int]]:
     """Every module's latest results and minutes (each run refreshes the modules it ran)."""
     out: dict[str, list[tuple[Mutant, bool]]] = {}
     minutes: dict[str, float] = {}
+    totals: dict[str, int] = {}
     for module in MODULES:
         path = RESULTS / (module.replace("/", ".") + ".json")
         if path.is_file():
@@ -301,10 +308,11 @@ def _all_results() -> tuple[dict[str, list[tuple[Mutant, bool]]], dict[str, floa
             rows = data["mutants"]
             out[module] = [(Mutant(**{k: v for k, v in r.items() if k != "survived"}), r["survived"]) for r in rows]
             minutes[module] = data["seconds"] / 60
-    return out, minutes
+            totals[module] = data.get("total", len(rows))
+    return out, minutes, totals
 
 
-def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, float]) -> str:
+def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, float], totals: dict[str, int]) -> str:
     out = [
         "# Mutation report",
         "",
@@ -312,7 +320,7 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, flo
         "killed when the module's tests (`MODULES` in the script) fail or time out; an equivalent mutant",
         "changes no behaviour the contract speaks of (the reason is given) and is left out of the rate.",
         "",
-        "| module | mutants | killed | survived | equivalent | kill rate (non-equivalent) | minutes |",
+        "| module | mutants run (of) | killed | survived | equivalent | kill rate (non-equivalent) | minutes |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     details: list[str] = []
@@ -324,8 +332,8 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, flo
         judged = killed + len(live)
         rate = 100.0 * killed / judged if judged else 100.0
         out.append(
-            f"| `{module}` | {len(rows)} | {killed} | {len(live)} | {len(equivalent)} | {rate:.1f}% "
-            f"| {minutes[module]:.1f} |"
+            f"| `{module}` | {len(rows)} (of {totals[module]}) | {killed} | {len(live)} | {len(equivalent)} "
+            f"| {rate:.1f}% | {minutes[module]:.1f} |"
         )
         for m in survivors:
             why = EQUIVALENT.get(m.key)
