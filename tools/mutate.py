@@ -244,7 +244,11 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=list(MODULES))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report", default=str(ROOT / "mutation" / "report.md"))
+    parser.add_argument("--report-only", action="store_true", help="rewrite the report from the saved results")
     args = parser.parse_args()
+    if args.report_only:
+        Path(args.report).write_text(report(*_all_results()))
+        return 0
     with tempfile.TemporaryDirectory(prefix="memframe-mutate-") as tmp:
         trees = [_tree_copy(Path(tmp) / f"t{n}") for n in range(args.jobs)]
         for tree in trees:
@@ -340,6 +344,12 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, flo
             verdict = f"equivalent: {why}" if why else "**survived**"
             change = f"`{_one_line(m.before)}` → `{_one_line(m.after)}`"
             details.append(f"- `{module}:{m.line}` {m.kind}: {change} — {verdict}")
+    partial = [f"`{m}` ({len(r)} of {totals[m]})" for m, r in results.items() if len(r) < totals[m]]
+    never = [f"`{m}`" for m in MODULES if m not in results]
+    if partial or never:
+        out += ["", "Not measured completely: a run cut short measured only part of a module, whose rate is"]
+        out += ["then the rate of the mutants it ran (the first ones by position in the file)."]
+        out += [f"Partly run: {', '.join(partial) or 'none'}. Not run: {', '.join(never) or 'none'}."]
     out += ["", "## Surviving mutants", "", *(details or ["None."]), ""]
     return "\n".join(out)
 

@@ -20,6 +20,10 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
     (_NS, "number + 1", "4", "5"): (
         "the fold loop settles in one or two rounds and breaks when stable; a fifth round never runs"
     ),
+    (_NS, "break → continue", "break", "continue"): (
+        "the fold loop breaks once the text is stable; continuing folds the same text again to the same "
+        "result (more work, same answer)"
+    ),
     (_FENCE, "bool constant", "True", "False"): (
         "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
         "length: strictness never fires"
