@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from mutation_equivalents import EQUIVALENT  # noqa: E402
+from mutation_equivalents import EQUIVALENT, KILLED_SINCE  # noqa: E402
 
 CORE_TESTS = ["tests/core"]
 FENCE_TESTS = ["tests/assistant/test_fence_clauses.py", "tests/assistant/test_fence.py"]
@@ -329,8 +329,11 @@ def report(results: dict[str, list[tuple[Mutant, bool]]], minutes: dict[str, flo
     ]
     details: list[str] = []
     for module, rows in results.items():
-        killed = sum(1 for _, s in rows if not s)
-        survivors = [m for m, s in rows if s]
+        later = [m for m, s in rows if s and m.key in KILLED_SINCE]
+        killed = sum(1 for _, s in rows if not s) + len(later)
+        survivors = [m for m, s in rows if s and m.key not in KILLED_SINCE]
+        for m in later:
+            details.append(f"- `{module}:{m.line}` {m.kind}: survived the run; killed since by `{KILLED_SINCE[m.key]}`")
         equivalent = [m for m in survivors if m.key in EQUIVALENT]
         live = [m for m in survivors if m.key not in EQUIVALENT]
         judged = killed + len(live)

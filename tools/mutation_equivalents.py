@@ -7,6 +7,7 @@ edit does not lose the judgement. Each reason says why no test can (or should) t
 from __future__ import annotations
 
 _NS = "memframe/core/namespace.py"
+_EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
 
 EQUIVALENT: dict[tuple[str, str, str, str], str] = {
@@ -24,8 +25,33 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "the fold loop breaks once the text is stable; continuing folds the same text again to the same "
         "result (more work, same answer)"
     ),
+    (_NS, "number + 1", "1", "2"): (
+        "split(':', 1)[0] and split('\\x00', 1)[0]: the text before the first separator is the same "
+        "whatever the split limit"
+    ),
+    (_EDITS, "bool constant", "True", "False"): (
+        "@dataclass(frozen=True) on MemoryChange: nothing assigns to an edit, so freezing guards "
+        "against a future bug but changes no behaviour today"
+    ),
     (_FENCE, "bool constant", "True", "False"): (
         "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
         "length: strictness never fires"
+    ),
+}
+
+
+#: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
+#: and running that test; the next full run measures them again.
+KILLED_SINCE: dict[tuple[str, str, str, str], str] = {
+    (_EDITS, "compare: IsNot → Is", "value is not None", "value is None"): (
+        "tests/core/test_edit_promises.py::test_T1_an_edit_reads_back_as_the_same_edit"
+    ),
+    (_NS, "continue → break", "continue", "break"): (
+        "tests/core/test_namespace_promises.py::test_Z1_every_spelling_of_the_namespace_is_reserved"
+        " [windows-empty-then-dotdot]"
+    ),
+    (_NS, "bool constant", "False", "True"): (
+        "tests/core/test_namespace_promises.py::test_Z1_every_spelling_of_the_namespace_is_reserved"
+        " [three-dots-kept-literally-then-dotdot]"
     ),
 }

@@ -112,6 +112,17 @@ def test_T1_six_hashes_are_a_heading_and_seven_are_not() -> None:
     assert apply_memory_changes(text, [add("- x", "Not")]) == text + "\n## Not\n- x\n"
 
 
+def test_T1_an_edit_reads_back_as_the_same_edit() -> None:
+    """The shape proposals are sealed in and the capture's request hash is made of."""
+    changes = [
+        MemoryChange("add", "- a", heading="## H"),
+        MemoryChange("replace", "- a", new_line="- b"),
+        MemoryChange("remove", "- c"),
+    ]
+    assert parse_changes([c.as_dict() for c in changes]) == changes
+    assert changes[2].as_dict() == {"op": "remove", "line": "- c"}
+
+
 # --- T2 / T3 ---------------------------------------------------------------------------------
 
 
