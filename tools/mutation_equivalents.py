@@ -7,6 +7,7 @@ edit does not lose the judgement. Each reason says why no test can (or should) t
 from __future__ import annotations
 
 _NS = "memframe/core/namespace.py"
+_RECALL = "memframe/core/recall.py"
 _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
 
@@ -33,6 +34,12 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "@dataclass(frozen=True) on MemoryChange: nothing assigns to an edit, so freezing guards "
         "against a future bug but changes no behaviour today"
     ),
+    (_RECALL, "number + 1", "16", "17"): (
+        "_MAX_DECODE_ROUNDS in recall: text still changing after the last round is defanged whole "
+        "(fails closed), so one round more or less only moves where absurd nesting loses every bracket"
+    ),
+    (_RECALL, "number - 1", "16", "15"): "as for 17: fewer rounds defang more, never less",
+    (_RECALL, "number + 1", "4096", "4097"): "the size of a cache of folded characters: speed only",
     (_FENCE, "bool constant", "True", "False"): (
         "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
         "length: strictness never fires"
