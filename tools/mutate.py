@@ -244,6 +244,7 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", default=list(MODULES))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--report", default=str(ROOT / "mutation" / "report.md"))
+    parser.add_argument("--resume", action="store_true", help="run only the mutants not yet measured")
     parser.add_argument("--report-only", action="store_true", help="rewrite the report from the saved results")
     args = parser.parse_args()
     if args.report_only:
@@ -262,12 +263,19 @@ def main() -> int:
             todo = mutants(module)
             began = time.monotonic()
             done: list[tuple[Mutant, bool]] = []
+            if args.resume:  # keep what an earlier, cut-short run of this module measured
+                earlier, minutes, _ = _all_results()
+                done = [(m, s) for m, s in earlier.get(module, []) if m in set(todo)]
+                began -= 60 * minutes.get(module, 0.0) if done else 0.0
+            measured = {m for m, _ in done}
+            total = len(todo)
+            todo = [m for m in todo if m not in measured]
             print(f"{module}: {len(todo)} mutants", flush=True)
 
             def one(
                 m: Mutant,
                 module: str = module,
-                todo: list[Mutant] = todo,
+                total: int = total,
                 done: list[tuple[Mutant, bool]] = done,
                 began: float = began,
             ) -> None:
@@ -281,7 +289,7 @@ def main() -> int:
                 with lock:
                     done.append((m, survived))
                     print(f"  {'SURVIVED' if survived else 'killed  '} {m.module}:{m.line} {m.kind}", flush=True)
-                    _save(module, done, len(todo), time.monotonic() - began, args.jobs)
+                    _save(module, done, total, time.monotonic() - began, args.jobs)
 
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
                 list(pool.map(one, todo))

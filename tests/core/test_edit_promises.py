@@ -97,6 +97,11 @@ def test_T1_a_level_one_heading_ends_a_level_two_section() -> None:
     assert apply_memory_changes(text, [add("- coffee", "Prefs")]) == expected
 
 
+def test_T1_a_heading_right_after_the_target_heading_ends_its_empty_section() -> None:
+    text = "## A\n## B\n- b\n"
+    assert apply_memory_changes(text, [add("- a", "A")]) == "## A\n- a\n## B\n- b\n"
+
+
 def test_T1_a_deeper_heading_does_not_end_the_section() -> None:
     text = "## Prefs\n- tea\n### Detail\n- green\n## Next\n"
     expected = "## Prefs\n- tea\n### Detail\n- green\n- coffee\n## Next\n"
