@@ -12,7 +12,7 @@ TEST_STAMP := $(VENV)/.installed-test-$(SUM)
 install = $(BIN)/python -m pip install --quiet -e '$(1)' --config-settings editable_mode=compat 2>/dev/null \
 		|| $(BIN)/python -m pip install --quiet -e '$(1)'
 
-.PHONY: run test e2e check lint format bench soak screenshots clean postgres
+.PHONY: run test e2e check lint format bench soak mutate screenshots clean postgres
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +78,11 @@ bench: $(TEST_STAMP)
 soak: $(TEST_STAMP)
 	MEMFRAME_SOAK=1 MEMFRAME_RELIABILITY_REPORT=soak-report.jsonl \
 		$(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
+
+# Mutation testing of core/, the fence, capture, policy and files (tools/mutate.py; not part of
+# `make test`): writes mutation/report.md. MODULES=memframe/core/edits.py runs a subset.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(MODULES) --jobs $(or $(JOBS),2)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -13,13 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memframe.assistant.automation import Automation
-from memframe.core.edits import MemoryChange, apply_memory_changes, parse_changes
+from memframe.core.edits import MAX_EDITS, MAX_LINE_BYTES, MemoryChange, apply_memory_changes, parse_changes
 from memframe.core.errors import MemframeError, VersionConflict
 from memframe.core.turns import OutcomeKind, ProposalReason, ToolOutcome
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Mode
-
-MAX_EDITS = 5
-MAX_LINE_BYTES = 500
 
 _EDIT_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -248,11 +248,14 @@ def _heading_key(line: str) -> tuple[int, str]:
     return len(match.group(1)), title
 
 
-def _heading_levels(lines: list[str]) -> list[int]:
-    """Each line's heading level (0 for body text and anything in a fenced code block)."""
+def _heading_levels(lines: list[str]) -> tuple[list[int], int]:
+    """Each line's heading level (0 for body text and anything in a fenced code block), and
+    where a fence that is never closed opens (`len(lines)` when every fence closes): such a
+    fence runs to the end of the document, so nothing added to a section may land inside it."""
     levels: list[int] = []
     fence: str | None = None
-    for line in lines:
+    opened = len(lines)
+    for at, line in enumerate(lines):
         bare = _bare(line)
         opener = _FENCE.match(bare)
         if fence is not None:
@@ -260,11 +263,11 @@ def _heading_levels(lines: list[str]) -> list[int]:
                 fence = None
             levels.append(0)
         elif opener:
-            fence = opener.group(1)
+            fence, opened = opener.group(1), at
             levels.append(0)
         else:
             levels.append(_heading_key(line)[0])
-    return levels
+    return levels, (len(lines) if fence is None else opened)
 
 
 class _Document:
@@ -323,7 +326,7 @@ class _Document:
             self.append([change.line])
             return
         level, title = _parse_heading(index, change.heading)
-        levels = _heading_levels(self.lines)
+        levels, unclosed_fence = _heading_levels(self.lines)
         found = [
             i
             for i, found_level in enumerate(levels)
@@ -343,7 +346,7 @@ class _Document:
             return
         start = found[0]
         end = start + 1
-        while end < len(self.lines) and not (0 < levels[end] <= levels[start]):
+        while end < unclosed_fence and not (0 < levels[end] <= levels[start]):
             end += 1
         last = end - 1
         while last > start and not _bare(self.lines[last]).strip():

@@ -1,0 +1,71 @@
+"""Surviving mutants judged equivalent: they change no behaviour the contract speaks of.
+
+Keyed by (module, kind, before, after) — the mutant without its line number, so an unrelated
+edit does not lose the judgement. Each reason says why no test can (or should) tell.
+"""
+
+from __future__ import annotations
+
+_NS = "memframe/core/namespace.py"
+_RECALL = "memframe/core/recall.py"
+_EDITS = "memframe/core/edits.py"
+_FENCE = "memframe/service/fence.py"
+
+EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+    (_NS, "number + 1", "8", "9"): (
+        "_MAX_DECODE_ROUNDS: a path still changing after the last round is reserved (fails closed), so "
+        "one round more or less only moves where an absurdly nested ordinary path starts being refused"
+    ),
+    (_NS, "number - 1", "8", "7"): (
+        "_MAX_DECODE_ROUNDS: as for 9; fewer rounds refuse more, never less (unsettled means reserved)"
+    ),
+    (_NS, "number + 1", "4", "5"): (
+        "the fold loop settles in one or two rounds and breaks when stable; a fifth round never runs"
+    ),
+    (_NS, "break → continue", "break", "continue"): (
+        "the fold loop breaks once the text is stable; continuing folds the same text again to the same "
+        "result (more work, same answer)"
+    ),
+    (_NS, "number + 1", "1", "2"): (
+        "split(':', 1)[0] and split('\\x00', 1)[0]: the text before the first separator is the same "
+        "whatever the split limit"
+    ),
+    (_EDITS, "bool constant", "True", "False"): (
+        "@dataclass(frozen=True) on MemoryChange: nothing assigns to an edit, so freezing guards "
+        "against a future bug but changes no behaviour today"
+    ),
+    (_RECALL, "number + 1", "16", "17"): (
+        "_MAX_DECODE_ROUNDS in recall: text still changing after the last round is defanged whole "
+        "(fails closed), so one round more or less only moves where absurd nesting loses every bracket"
+    ),
+    (_RECALL, "number - 1", "16", "15"): "as for 17: fewer rounds defang more, never less",
+    (_RECALL, "number + 1", "4096", "4097"): "the size of a cache of folded characters: speed only",
+    (_EDITS, "compare: Gt → GtE", "last > start", "last >= start"): (
+        "the walk back over trailing blank lines stops at the heading either way: a heading line is "
+        "never blank, so `last >= start` stops on it too"
+    ),
+    (_FENCE, "bool constant", "True", "False"): (
+        "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
+        "length: strictness never fires"
+    ),
+}
+
+
+#: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
+#: and running that test; the next full run measures them again.
+KILLED_SINCE: dict[tuple[str, str, str, str], str] = {
+    (_EDITS, "number + 1", "1", "2"): (  # `end = start + 1` in _Document.add
+        "tests/core/test_edit_promises.py::test_T1_a_heading_right_after_the_target_heading_ends_its_empty_section"
+    ),
+    (_EDITS, "compare: IsNot → Is", "value is not None", "value is None"): (
+        "tests/core/test_edit_promises.py::test_T1_an_edit_reads_back_as_the_same_edit"
+    ),
+    (_NS, "continue → break", "continue", "break"): (
+        "tests/core/test_namespace_promises.py::test_Z1_every_spelling_of_the_namespace_is_reserved"
+        " [windows-empty-then-dotdot]"
+    ),
+    (_NS, "bool constant", "False", "True"): (
+        "tests/core/test_namespace_promises.py::test_Z1_every_spelling_of_the_namespace_is_reserved"
+        " [three-dots-kept-literally-then-dotdot]"
+    ),
+}
