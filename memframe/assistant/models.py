@@ -237,6 +237,8 @@ class OpenAIChatModel:
                 return self._post(self.request_body(messages, tools, stream=True), on_text)
             except _StreamRefused:
                 self._stream = False  # this server cannot stream such requests: ask plainly from now on
+            except _EmptyStream:
+                pass  # nothing was shown or done: ask this one call again, plainly
         reply = self._post(self.request_body(messages, tools, stream=False), None)
         if on_text is not None and reply.content:
             on_text(reply.content)
@@ -307,6 +309,10 @@ class OpenAIChatModel:
         self._client.close()
 
 
+class _EmptyStream(Exception):
+    """The server answered a streamed request with an empty stream: no text, no tool call, no end."""
+
+
 class _StreamRefused(Exception):
     """The server refused to stream this request (llama-cpp-python: automatic tool choice)."""
 
@@ -370,9 +376,11 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
     done = False
+    events = 0
     for line in lines:
         if not line.startswith("data:"):
             continue  # comments, event names, keep-alives
+        events += 1
         data = line[5:].strip()
         if data == "[DONE]":
             done = True
@@ -392,6 +400,10 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
                 _merge_tool_delta(calls, part)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+    if not events:
+        # A 200 with no event at all: llama-cpp-python's chatml-function-calling does this when asked to
+        # stream the call after a tool result. Nothing reached the person, so the caller asks plainly.
+        raise _EmptyStream
     if not done and finish is None:
         raise ModelUnavailable(f"The model server at {base_url} stopped streaming before the answer was complete.")
     try:

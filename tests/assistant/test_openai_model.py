@@ -348,3 +348,13 @@ def test_model_flags_are_checked(capsys, ready) -> None:  # type: ignore[no-unty
     with pytest.raises(SystemExit):
         main(["chat", "-m", "x", "--model-url", "http://127.0.0.1:9/v1", "--model-timeout", "-1"])
     capsys.readouterr()
+
+
+def test_an_empty_stream_is_asked_again_plainly(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
+    """llama-cpp-python's chatml-function-calling answers a streamed call after a tool result with a 200
+    and no event at all: nothing reached the person, so that one call is asked again without streaming."""
+    fake.replies.append(Raw(200, b"", "text/event-stream"))
+    fake.replies.append(Text("Your cat is Quincy."))
+    code, out, _ = chat(capsys, fake, "what is my cat called?")
+    assert code == 0 and "Your cat is Quincy." in out
+    assert [call.get("stream") for call in fake.requests][-2:] == [True, False]

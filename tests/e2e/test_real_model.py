@@ -51,8 +51,9 @@ def test_recall_reaches_the_model(capsys, cat, recorder: Recorder) -> None:  # t
     assert code == 0, err
     assert recorder.statuses == [200]
     system = system_of(recorder.requests[0])
-    assert re.search(r"\[workspace-memory revision=1 [^\]]*\]", system) and CAT.strip() in system
-    assert system.rstrip().endswith("[/workspace-memory]")
+    opener = re.search(r"\[workspace-memory revision=1 [^\]]* boundary=([0-9a-f]+)\]", system)
+    assert opener and CAT.strip() in system
+    assert system.rstrip().endswith(f"[/workspace-memory boundary={opener.group(1)}]")  # the call's own closer
     assert recorder.requests[0]["tool_choice"] == "auto" and recorder.requests[0]["max_tokens"] == 48
     assert "revision 1 was provided to call 1" in out
     assert "Quincy" in out  # temperature 0: the model repeats the name it was given
