@@ -41,9 +41,9 @@ def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> 
         stage("recall", lambda: recall_figures(tmp, settings))
         stage("writes", lambda: write_figures(tmp, settings))
         if "history" in stages or "frame" in stages:
-            home, ws = big_home(tmp, settings)
+            home, ws, head = big_home(tmp, settings)
         stage("history", lambda: history_figures(tmp, settings, home, ws))
-        stage("frame", lambda: frame_figures(tmp, settings, home, settings.history_revisions))
+        stage("frame", lambda: frame_figures(tmp, settings, home, settings.history_revisions, head))
     elapsed = time.perf_counter() - started
     print(render_text(figures))
     print("\nvalue: the median (p50), except for rates (/s), worst cases, peaks and the longest stall.")

@@ -52,13 +52,33 @@ def memory_text(size: int = 8000, seed: int = 0) -> str:
 
 
 def revisions(count: int, size: int = 8000, seed: int = 0) -> Iterator[str]:
-    """`count` successive texts, each one line different from the one before (a typical edit)."""
-    lines = memory_text(size - 40, seed).splitlines()
-    bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
-    for n in range(1, count + 1):
-        index = bullets[(n * 7) % len(bullets)]
-        base = lines[index].split(" (rev ", 1)[0]
-        lines[index] = f"{base} (rev {n})"
+    """`count` successive texts, each one edit from the one before, every one within `size` bytes.
+
+    The edits are what a person or a capture makes of a memory: a bullet rewritten (most often),
+    a bullet added, or one removed. A text near `size` removes before it adds, so the history of
+    an 8 KiB memory stays 8 KiB after any number of edits (it once grew ~1.2 KB by suffixes).
+    """
+    rng = random.Random(seed ^ 0x5EED)
+    lines = memory_text(size, seed).splitlines()
+
+    def bullet() -> str:
+        return "- " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 9)))
+
+    def used() -> int:
+        return sum(len(line) + 1 for line in lines)
+
+    for _ in range(count):
+        bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
+        roll, room = rng.random(), size - used()
+        if (roll < 0.15 or room < 60) and len(bullets) > 1:
+            del lines[rng.choice(bullets)]
+        elif roll < 0.3 or room > 300:
+            lines.insert(rng.choice(bullets) + 1, bullet())
+        else:
+            lines[rng.choice(bullets)] = bullet()
+        while used() > size:  # over the budget: drop bullets until it fits again
+            bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
+            del lines[rng.choice(bullets)]
         yield "\n".join(lines) + "\n"
 
 

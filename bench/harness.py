@@ -86,7 +86,7 @@ class Figure:
     """One line of the table and one object of results.json.
 
     `value` is in `unit`; times are milliseconds (the median), rates are per second.
-    `aim_op` is "ratio<=", "value<=" or "value>=" against `aim_limit`.
+    `aim_op` is "ratio<=", "ratio>=", "value<=" or "value>=" against `aim_limit`.
     """
 
     name: str
@@ -111,10 +111,10 @@ class Figure:
 
     @property
     def met(self) -> bool:
-        measured = self.ratio if self.aim_op == "ratio<=" else self.value
+        measured = self.ratio if self.aim_op.startswith("ratio") else self.value
         if measured is None:
             return False
-        ok = measured >= self.aim_limit if self.aim_op == "value>=" else measured <= self.aim_limit
+        ok = measured >= self.aim_limit if self.aim_op.endswith(">=") else measured <= self.aim_limit
         return ok and all(self.checks.values())
 
     def to_json(self) -> dict[str, object]:
