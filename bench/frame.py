@@ -60,7 +60,7 @@ def frame_figures(tmp: Path, s: Settings, home: Path, revisions: int, head: str)
     log(f"  frame modules at first paint: {frame[-1]['modules']}; bare: {bare[-1]['modules']}")
 
     paint = latency_figure(
-        f"frame: memory on screen, {revisions:,} revisions (fresh process)",
+        f"frame first paint, memory on screen, {revisions:,} revisions (fresh process)",
         Stats.of([r["first_paint"] for r in frame]),
         Stats.of([r["first_paint"] for r in bare]),
         aim="≤ 1.25× bare app",

@@ -1,0 +1,118 @@
+"""Payload encoding 2: a version sealed as a delta against the one before it, inside the seal.
+
+The promises: any history of edits opens back to exactly its texts, in any order; keyframes
+are whole; a delta's base is the exact ciphertext its authenticated header names, so a swapped,
+missing or re-pointed base fails with the one clear "could not be decrypted" line; and nothing
+of the text is readable in what is stored.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memframe import crypto
+from memframe.core.errors import DecryptionFailed
+
+KEY = bytes(range(32))
+W, P = "w", "p"
+BASE = "".join(f"- a remembered fact number {n}, with some words around it\n" for n in range(120))
+
+
+def seal_history(texts: list[str]) -> list[bytes]:
+    """Seal `texts` as versions 1, 2, … each chained (and where smaller, delta'd) onto the last."""
+    blobs: list[bytes] = []
+    for version, text in enumerate(texts, start=1):
+        previous = blobs[-1] if blobs else None
+        prior = texts[version - 2] if blobs else None
+        blobs.append(
+            crypto.seal(KEY, text, workspace_id=W, path=P, version=version, previous=previous, previous_text=prior)
+        )
+    return blobs
+
+
+def encoding(blob: bytes, version: int) -> int:
+    """The payload encoding byte, read with the key (tests only)."""
+    aead = crypto._aesgcm(KEY)
+    plain = aead.decrypt(
+        blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
+        blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],
+        crypto._ad_v2(crypto.file_place(W, P, version), blob[: crypto.HEADER_BYTES]),
+    )
+    return plain[0]
+
+
+def opener_over(blobs: list[bytes]):  # type: ignore[no-untyped-def]
+    return crypto.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
+
+
+edit = st.tuples(st.integers(0, 10_000), st.integers(0, 40), st.text(max_size=30))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(edit, min_size=1, max_size=90), st.randoms(use_true_random=False))
+def test_any_edit_history_opens_back_to_its_texts_in_any_order(edits: list[tuple[int, int, str]], rnd) -> None:  # type: ignore[no-untyped-def]
+    texts = [BASE]
+    for at, cut, insert in edits:
+        old = texts[-1]
+        at %= len(old) + 1
+        texts.append(old[:at] + insert + old[at + cut :])
+    blobs = seal_history(texts)
+    order = list(range(1, len(blobs) + 1))
+    rnd.shuffle(order)
+    fresh = opener_over(blobs)  # every order, from a cold cache and a warm one
+    for version in order:
+        assert fresh(blobs[version - 1], version) == texts[version - 1]
+        assert opener_over(blobs)(blobs[version - 1], version) == texts[version - 1]
+        assert crypto.plaintext_size(blobs[version - 1]) == len(texts[version - 1].encode())
+        assert crypto.is_well_formed(blobs[version - 1])
+
+
+def test_small_edits_are_deltas_keyframes_are_whole_and_nothing_is_readable() -> None:
+    texts = [BASE]
+    for n in range(1, 140):
+        texts.append(texts[-1].replace(f"number {n % 120},", f"number {n % 120} (secret edit {n}),"))
+    blobs = seal_history(texts)
+    kinds = {v: encoding(b, v) for v, b in enumerate(blobs, start=1)}
+    assert kinds[1] == crypto.ZLIB and kinds[1 + crypto.KEYFRAME_EVERY] == crypto.ZLIB  # keyframes
+    assert all(kinds[v] == crypto.DELTA for v in range(2, crypto.KEYFRAME_EVERY + 1))
+    assert max(len(b) for b in blobs[1:10]) < 200  # a one-line edit costs ~a line, not a memory
+    assert all(b"secret" not in b and b"number" not in b for b in blobs)
+    open_blob = opener_over(blobs)
+    assert [open_blob(b, v) for v, b in reversed(list(enumerate(blobs, start=1)))] == texts[::-1]
+
+
+def _opens_clearly_refused(open_blob, blob: bytes, version: int) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(DecryptionFailed) as err:
+        open_blob(blob, version)
+    assert "\n" not in str(err.value) and "could not be decrypted" in str(err.value).lower()
+    assert "fact" not in str(err.value)
+
+
+def test_a_delta_whose_base_was_swapped_missing_or_absent_fails_in_one_clear_line() -> None:
+    texts = [BASE, BASE + "- one more\n", BASE + "- one more\n- and another\n"]
+    blobs = seal_history(texts)
+    fork = seal_history([BASE, BASE + "- a different second version\n"])[1]  # genuine, same key and place
+    swapped = [blobs[0], fork, blobs[2]]
+    _opens_clearly_refused(opener_over(swapped), blobs[2], 3)
+    _opens_clearly_refused(opener_over(blobs[2:]), blobs[2], 3)  # the base row is gone
+    _opens_clearly_refused(crypto.opener(KEY, workspace_id=W, path=P), blobs[2], 3)  # no way to read a base
+    with pytest.raises(DecryptionFailed):
+        crypto.open_sealed(KEY, blobs[2], workspace_id=W, path=P, version=3)
+
+
+def test_a_delta_cannot_be_repointed_or_moved() -> None:
+    blobs = seal_history([BASE, BASE + "- one more\n", BASE + "- two more\n"])
+    repointed = blobs[2][:12] + crypto.NO_PREVIOUS + blobs[2][44:]  # the header is authenticated
+    _opens_clearly_refused(opener_over(blobs), repointed, 3)
+    moved = [*blobs[:2], blobs[2], blobs[2]]  # a copy at version 4 names version 3 as its base
+    _opens_clearly_refused(opener_over(moved), blobs[2], 4)
+
+
+def test_old_full_versions_and_v1_texts_still_open_through_an_opener_with_fetch() -> None:
+    v1 = crypto.seal_v1(KEY, "old\n", workspace_id=W, path=P)
+    full = crypto.seal(KEY, BASE, workspace_id=W, path=P, version=2, previous=v1, previous_text="old\n")
+    assert encoding(full, 2) != crypto.DELTA  # never a delta against an old-format text
+    open_blob = opener_over([v1, full])
+    assert open_blob(v1, 1, legacy=True) == "old\n" and open_blob(full, 2) == BASE
