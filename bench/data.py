@@ -128,7 +128,7 @@ def create_workspaces(
     return made
 
 
-def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> None:
+def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float, previous_text: str | None = None) -> None:
     head = files.get_current(conn, ws.id, MEMORY_PATH)
     previous = None if head is None else head.ciphertext
     ws.version += 1
@@ -142,18 +142,36 @@ def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> N
         actor=LOCAL_USER,
         operation=Operation.SAVE,
         ciphertext=crypto.seal(
-            ws.key, text, workspace_id=ws.id, path=MEMORY_PATH, version=ws.version, previous=previous
+            ws.key,
+            text,
+            workspace_id=ws.id,
+            path=MEMORY_PATH,
+            version=ws.version,
+            previous=previous,
+            previous_text=previous_text,
         ),
     )
 
 
-def add_revisions(service: MemoryService, ws: Workspace, texts: Iterator[str], *, step: float = 60.0) -> None:
-    """Append many revisions in one transaction, `step` seconds apart, ending now."""
-    batch = list(texts)
-    start = service.db.clock() - step * len(batch)
+def add_revisions(
+    service: MemoryService,
+    ws: Workspace,
+    texts: Iterator[str],
+    *,
+    step: float = 60.0,
+    deltas: bool = False,
+    count: int = 0,
+) -> None:
+    """Append many revisions in one transaction, `step` seconds apart, ending now; with `deltas`,
+    each sealed (where smaller) as a delta against the one before (payload encoding 2). Given
+    `count` (how many there are), the texts are streamed rather than held."""
+    batch = texts if count else list(texts)
+    start = service.db.clock() - step * (count or len(batch))  # type: ignore[arg-type]
+    before: str | None = None
     with service.db.write() as conn:
         for n, text in enumerate(batch):
-            _insert(conn, ws, text, start + n * step)
+            _insert(conn, ws, text, start + n * step, before if deltas else None)
+            before = text
 
 
 def open_key_sessions(service: MemoryService, workspaces: list[Workspace]) -> None:
@@ -206,7 +224,7 @@ def memframe_home(home: Path) -> Iterator[Path]:
             os.environ["MEMFRAME_HOME"] = before
 
 
-def local_home(home: Path, workspace_id: str, texts: Iterator[str]) -> Workspace:
+def local_home(home: Path, workspace_id: str, texts: Iterator[str], count: int = 0) -> Workspace:
     """A memframe home with one local workspace holding `texts` as its revisions, and its key file:
     what `memframe -w WORKSPACE` opens."""
     from memframe import paths
@@ -216,7 +234,7 @@ def local_home(home: Path, workspace_id: str, texts: Iterator[str]) -> Workspace
         service = new_service(str(paths.local_database()))
         try:
             (ws,) = create_workspaces(service, 1, names=[workspace_id])
-            add_revisions(service, ws, texts)
+            add_revisions(service, ws, texts, count=count)
             write_key(ws.key, workspace_id)
         finally:
             service.close()

@@ -56,11 +56,17 @@ def big_home(tmp: Path, s: Settings, count: int | None = None) -> tuple[Path, Wo
     count = count or s.history_revisions
     started = time.perf_counter()
     home = tmp / f"home-long-{count}"
-    texts = list(revisions(count, size=8 * 1024 - 64, seed=5))
-    assert max(len(t.encode()) for t in texts) <= 8 * 1024, "bench data must stay 8 KiB"
-    ws = local_home(home, BENCH_WORKSPACE, iter(texts))
+    last = [""]
+
+    def texts() -> Iterator[str]:  # streamed: 100,000 texts are not all held at once
+        for text in revisions(count, size=8 * 1024 - 64, seed=5):
+            assert len(text.encode()) <= 8 * 1024, "bench data must stay 8 KiB"
+            last[0] = text
+            yield text
+
+    ws = local_home(home, BENCH_WORKSPACE, texts(), count)
     log(f"  {count:,} revisions of 8 KiB set up in {time.perf_counter() - started:.2f} s")
-    return home, ws, texts[-1]
+    return home, ws, last[0]
 
 
 def history_list(home: Path, ws: Workspace, s: Settings) -> list[Figure]:

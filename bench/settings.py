@@ -29,6 +29,8 @@ class Settings:
     walk_rows: int = 120
     scale_workspaces: tuple[int, ...] = (10, 1000, 10_000, 100_000)
     storage_revisions: tuple[int, ...] = (1000, 10_000)
+    open_samples: int = 300
+    scale_revisions: int = 100_000
 
 
 FULL = Settings(mode="full")
@@ -52,5 +54,7 @@ QUICK = Settings(
     rss_runs=1,
     walk_rows=5,
     scale_workspaces=(10, 50),
-    storage_revisions=(60,),
+    storage_revisions=(70,),
+    open_samples=10,
+    scale_revisions=150,
 )

@@ -44,6 +44,25 @@ def git_env(home: Path) -> dict[str, str]:
     return env
 
 
+def durable_git_commits(tmp: Path, texts: list[str]) -> Stats:
+    """`git commit -a` of each text in a fresh repository, durable (see `git_env`): the save's peer."""
+    repo = tmp / f"git-peer-{time.monotonic_ns()}"
+    repo.mkdir()
+    env = git_env(tmp)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    memory = repo / "MEMORY.md"
+    memory.write_text(texts[0])
+    subprocess.run(["git", "add", "MEMORY.md"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "first"], cwd=repo, check=True, env=env)
+    times = []
+    for n, text in enumerate(texts[1:]):
+        memory.write_text(text)
+        start = time.perf_counter()
+        subprocess.run(["git", "commit", "-q", "-a", "-m", f"save {n}"], cwd=repo, check=True, env=env)
+        times.append(time.perf_counter() - start)
+    return Stats.of(times)
+
+
 def human_save(tmp: Path, s: Settings) -> list[Figure]:
     texts = list(revisions(s.saves + s.git_commits + 10, size=8 * 1024 - 64, seed=3))
     service = new_service(str(tmp / "save.db"))
