@@ -224,7 +224,9 @@ def memframe_home(home: Path) -> Iterator[Path]:
             os.environ["MEMFRAME_HOME"] = before
 
 
-def local_home(home: Path, workspace_id: str, texts: Iterator[str], count: int = 0) -> Workspace:
+def local_home(
+    home: Path, workspace_id: str, texts: Iterator[str], count: int = 0, *, deltas: bool = False
+) -> Workspace:
     """A memframe home with one local workspace holding `texts` as its revisions, and its key file:
     what `memframe -w WORKSPACE` opens."""
     from memframe import paths
@@ -234,7 +236,7 @@ def local_home(home: Path, workspace_id: str, texts: Iterator[str], count: int =
         service = new_service(str(paths.local_database()))
         try:
             (ws,) = create_workspaces(service, 1, names=[workspace_id])
-            add_revisions(service, ws, texts, count=count)
+            add_revisions(service, ws, texts, count=count, deltas=deltas)
             write_key(ws.key, workspace_id)
         finally:
             service.close()

@@ -116,3 +116,28 @@ def test_old_full_versions_and_v1_texts_still_open_through_an_opener_with_fetch(
     assert encoding(full, 2) != crypto.DELTA  # never a delta against an old-format text
     open_blob = opener_over([v1, full])
     assert open_blob(v1, 1, legacy=True) == "old\n" and open_blob(full, 2) == BASE
+
+
+def test_history_p_reads_a_history_stored_as_deltas(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The local `history -p` snapshot opens delta rows against the rows before them, newest first."""
+    from bench.data import local_home
+    from memframe import paths
+    from memframe.service import reads
+
+    monkeypatch.setenv("MEMFRAME_HOME", str(tmp_path))
+    texts = [BASE]
+    for n in range(1, 100):
+        texts.append(texts[-1].replace(f"number {n % 120},", f"number {n % 120} (edit {n}),"))
+    ws = local_home(tmp_path, "w", iter(texts), deltas=True)
+    import sqlite3
+
+    with sqlite3.connect(paths.local_database()) as conn:
+        (largest,) = conn.execute("SELECT MAX(LENGTH(ciphertext)) FROM file_versions WHERE version > 1").fetchone()
+    assert largest < 300  # every later row is a delta, not a whole 7 KB text
+    snapshot = reads.open_local_revisions("w", paths.local_database())
+    assert snapshot is not None
+    try:
+        shown = [row[5] for row in snapshot.revisions(ws.key, limit=len(texts))]
+    finally:
+        snapshot.close()
+    assert shown == texts[::-1]
