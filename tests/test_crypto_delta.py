@@ -132,7 +132,8 @@ def test_history_p_reads_a_history_stored_as_deltas(tmp_path, monkeypatch) -> No
     import sqlite3
 
     with sqlite3.connect(paths.local_database()) as conn:
-        (largest,) = conn.execute("SELECT MAX(LENGTH(ciphertext)) FROM file_versions WHERE version % 64 != 1").fetchone()
+        sql = "SELECT MAX(LENGTH(ciphertext)) FROM file_versions WHERE version % 64 != 1"
+        (largest,) = conn.execute(sql).fetchone()
     assert largest < 300  # every later row is a delta, not a whole 7 KB text
     snapshot = reads.open_local_revisions("w", paths.local_database())
     assert snapshot is not None
