@@ -457,6 +457,8 @@ def opener(
         if held is not None and held[0] == blob:
             return held[1].decode("utf-8")
         text = _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None, base)
+        if blob[:4] != MAGIC:  # only v2 texts are remembered: a v1 one must be judged (legacy) every time
+            return text
         if len(opened) >= 2 * KEYFRAME_EVERY:
             del opened[next(iter(opened))]
         opened[version] = (blob, text.encode("utf-8"))

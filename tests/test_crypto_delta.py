@@ -142,3 +142,27 @@ def test_history_p_reads_a_history_stored_as_deltas(tmp_path, monkeypatch) -> No
     finally:
         snapshot.close()
     assert shown == texts[::-1]
+
+
+def test_the_client_opens_a_history_stored_as_deltas_everywhere_it_reads(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Load, one revision, several revisions and `verify` all open delta rows (local backend)."""
+    from bench.data import local_home
+    from memframe.backend.workspaces import open_backend
+    from memframe.core.types import MEMORY_PATH
+
+    monkeypatch.setenv("MEMFRAME_HOME", str(tmp_path))
+    texts = [BASE]
+    for n in range(1, 150):
+        texts.append(texts[-1].replace(f"number {n % 120},", f"number {n % 120} (edit {n}),"))
+    local_home(tmp_path, "w", iter(texts), deltas=True)
+    backend = open_backend("w")
+    try:
+        doc = backend.load()
+        assert (doc.text, doc.version) == (texts[-1], len(texts))
+        assert backend.read_revision(100) == texts[99] and backend.read_revision(65) == texts[64]
+        assert backend.read_revisions([3, 64, 66, 150]) == {v: texts[v - 1] for v in (3, 64, 66, 150)}
+        assert backend.verify() == [(MEMORY_PATH, len(texts))]
+        backend.save(texts[-1] + "- saved after\n", len(texts))  # the next save chains onto a delta head
+        assert backend.load().text == texts[-1] + "- saved after\n"
+    finally:
+        backend.close()
