@@ -166,3 +166,34 @@ def test_the_client_opens_a_history_stored_as_deltas_everywhere_it_reads(tmp_pat
         assert backend.load().text == texts[-1] + "- saved after\n"
     finally:
         backend.close()
+
+
+def test_a_capture_applies_its_edit_to_a_head_stored_as_a_delta(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from bench.data import add_revisions, admit_many, create_workspaces, new_service, open_key_sessions
+    from memframe.core.edits import MemoryChange
+    from memframe.core.types import MEMORY_PATH, Mode
+    from memframe.service import files
+
+    service = new_service(str(tmp_path / "m.db"))
+    try:
+        (ws,) = create_workspaces(service, 1, text=BASE, mode=Mode.AUTO, ai=True)
+        texts = [BASE + f"- added {n}\n" for n in range(1, 5)]
+        add_revisions(service, ws, iter(texts), deltas=True)
+        open_key_sessions(service, [ws])
+        admit_many(service, [ws], 1)
+        (admission,) = ws.admissions
+        service.assistant.commit_capture(
+            ws.id,
+            admission.credential,
+            idempotency_key=f"memory:{admission.id}",
+            key_session_id=ws.key_session,
+            changes=[MemoryChange("add", "- captured")],
+            expected_version=ws.version,
+        )
+        with service.db.read() as conn:
+            head = files.get_current(conn, ws.id, MEMORY_PATH)
+        assert head is not None and head.ciphertext is not None
+        text = crypto.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
+        assert text == texts[-1] + "- captured\n"
+    finally:
+        service.close()
