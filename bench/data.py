@@ -52,13 +52,33 @@ def memory_text(size: int = 8000, seed: int = 0) -> str:
 
 
 def revisions(count: int, size: int = 8000, seed: int = 0) -> Iterator[str]:
-    """`count` successive texts, each one line different from the one before (a typical edit)."""
-    lines = memory_text(size - 40, seed).splitlines()
-    bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
-    for n in range(1, count + 1):
-        index = bullets[(n * 7) % len(bullets)]
-        base = lines[index].split(" (rev ", 1)[0]
-        lines[index] = f"{base} (rev {n})"
+    """`count` successive texts, each one edit from the one before, every one within `size` bytes.
+
+    The edits are what a person or a capture makes of a memory: a bullet rewritten (most often),
+    a bullet added, or one removed. A text near `size` removes before it adds, so the history of
+    an 8 KiB memory stays 8 KiB after any number of edits (it once grew ~1.2 KB by suffixes).
+    """
+    rng = random.Random(seed ^ 0x5EED)
+    lines = memory_text(size, seed).splitlines()
+
+    def bullet() -> str:
+        return "- " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 9)))
+
+    def used() -> int:
+        return sum(len(line) + 1 for line in lines)
+
+    for _ in range(count):
+        bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
+        roll, room = rng.random(), size - used()
+        if (roll < 0.15 or room < 60) and len(bullets) > 1:
+            del lines[rng.choice(bullets)]
+        elif roll < 0.3 or room > 300:
+            lines.insert(rng.choice(bullets) + 1, bullet())
+        else:
+            lines[rng.choice(bullets)] = bullet()
+        while used() > size:  # over the budget: drop bullets until it fits again
+            bullets = [i for i, line in enumerate(lines) if line.startswith("- ")]
+            del lines[rng.choice(bullets)]
         yield "\n".join(lines) + "\n"
 
 
@@ -108,7 +128,7 @@ def create_workspaces(
     return made
 
 
-def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> None:
+def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float, previous_text: str | None = None) -> None:
     head = files.get_current(conn, ws.id, MEMORY_PATH)
     previous = None if head is None else head.ciphertext
     ws.version += 1
@@ -122,18 +142,36 @@ def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float) -> N
         actor=LOCAL_USER,
         operation=Operation.SAVE,
         ciphertext=crypto.seal(
-            ws.key, text, workspace_id=ws.id, path=MEMORY_PATH, version=ws.version, previous=previous
+            ws.key,
+            text,
+            workspace_id=ws.id,
+            path=MEMORY_PATH,
+            version=ws.version,
+            previous=previous,
+            previous_text=previous_text,
         ),
     )
 
 
-def add_revisions(service: MemoryService, ws: Workspace, texts: Iterator[str], *, step: float = 60.0) -> None:
-    """Append many revisions in one transaction, `step` seconds apart, ending now."""
-    batch = list(texts)
-    start = service.db.clock() - step * len(batch)
+def add_revisions(
+    service: MemoryService,
+    ws: Workspace,
+    texts: Iterator[str],
+    *,
+    step: float = 60.0,
+    deltas: bool = False,
+    count: int = 0,
+) -> None:
+    """Append many revisions in one transaction, `step` seconds apart, ending now; with `deltas`,
+    each sealed (where smaller) as a delta against the one before (payload encoding 2). Given
+    `count` (how many there are), the texts are streamed rather than held."""
+    batch = texts if count else list(texts)
+    start = service.db.clock() - step * (count or len(batch))  # type: ignore[arg-type]
+    before: str | None = None
     with service.db.write() as conn:
         for n, text in enumerate(batch):
-            _insert(conn, ws, text, start + n * step)
+            _insert(conn, ws, text, start + n * step, before if deltas else None)
+            before = text
 
 
 def open_key_sessions(service: MemoryService, workspaces: list[Workspace]) -> None:
@@ -186,7 +224,9 @@ def memframe_home(home: Path) -> Iterator[Path]:
             os.environ["MEMFRAME_HOME"] = before
 
 
-def local_home(home: Path, workspace_id: str, texts: Iterator[str]) -> Workspace:
+def local_home(
+    home: Path, workspace_id: str, texts: Iterator[str], count: int = 0, *, deltas: bool = False
+) -> Workspace:
     """A memframe home with one local workspace holding `texts` as its revisions, and its key file:
     what `memframe -w WORKSPACE` opens."""
     from memframe import paths
@@ -196,7 +236,7 @@ def local_home(home: Path, workspace_id: str, texts: Iterator[str]) -> Workspace
         service = new_service(str(paths.local_database()))
         try:
             (ws,) = create_workspaces(service, 1, names=[workspace_id])
-            add_revisions(service, ws, texts)
+            add_revisions(service, ws, texts, count=count, deltas=deltas)
             write_key(ws.key, workspace_id)
         finally:
             service.close()

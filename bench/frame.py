@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_child(kind: str, action: str, home: Path, tmp: Path, walk: int = 0) -> dict[str, Any]:
+    """One fresh child process; both kinds show the head revision's text (`tmp/head.md`)."""
     result = tmp / f"child-{kind}-{action}.json"
     env = child_env(
         tmp,
@@ -24,6 +25,7 @@ def run_child(kind: str, action: str, home: Path, tmp: Path, walk: int = 0) -> d
         BENCH_WORKSPACE=BENCH_WORKSPACE,
         PYTHONPATH=str(ROOT),
         BENCH_WALK=str(walk),  # rows the tour walks down the Changes list (pages load near the end)
+        BENCH_TEXT_FILE=str(tmp / "head.md"),
         BENCH_T0=repr(time.time()),  # the child measures from here: process start included
     )
     subprocess.run(
@@ -40,7 +42,8 @@ def run_child(kind: str, action: str, home: Path, tmp: Path, walk: int = 0) -> d
     return data
 
 
-def frame_figures(tmp: Path, s: Settings, home: Path, revisions: int) -> list[Figure]:
+def frame_figures(tmp: Path, s: Settings, home: Path, revisions: int, head: str) -> list[Figure]:
+    (tmp / "head.md").write_text(head, encoding="utf-8")
     frame: list[dict[str, Any]] = []
     bare: list[dict[str, Any]] = []
     # Untimed: warm the page cache and the children's bytecode cache for both, screens the tour opens included.
@@ -57,20 +60,21 @@ def frame_figures(tmp: Path, s: Settings, home: Path, revisions: int) -> list[Fi
     log(f"  frame modules at first paint: {frame[-1]['modules']}; bare: {bare[-1]['modules']}")
 
     paint = latency_figure(
-        f"frame first paint, {revisions:,} revisions (fresh process)",
+        f"frame first paint, memory on screen, {revisions:,} revisions (fresh process)",
         Stats.of([r["first_paint"] for r in frame]),
         Stats.of([r["first_paint"] for r in bare]),
-        aim="≤ 1.25× bare",
+        aim="≤ 1.25× bare app",
         aim_op="ratio<=",
         aim_limit=1.25,
-        floor_name="bare Textual app (Header, TextArea, DataTable, Footer)",
+        floor_name="bare Textual app, same widgets, same text in its TextArea",
     )
-    loaded = Stats.of([r["loaded_paint"] for r in frame])
+    screen = Stats.of([r["screen_paint"] for r in frame])
     heavy = [m for m in frame[-1]["modules"] if m in ("httpx", "fastapi", "uvicorn", "cryptography")]
     paint.checks = {"no httpx/FastAPI/cryptography before first paint": not heavy}
     modules = ", ".join(frame[-1]["modules"]) or "none of httpx, FastAPI, uvicorn, cryptography, markdown-it"
     paint.note = (
-        f"the memory itself is on screen {loaded.p50 * 1000:.0f} ms after process start (p50); "
+        "from process start to the paint showing the head revision's text in the editor (p50); the frame's "
+        f"first screen of any kind is painted at {screen.p50 * 1000:.0f} ms; "
         f"modules loaded at first paint: {modules}"
     )
     rss_mib = max(t["max_rss_kib"] for t in tours) / 1024

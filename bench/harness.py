@@ -86,7 +86,7 @@ class Figure:
     """One line of the table and one object of results.json.
 
     `value` is in `unit`; times are milliseconds (the median), rates are per second.
-    `aim_op` is "ratio<=", "value<=" or "value>=" against `aim_limit`.
+    `aim_op` is "ratio<=", "ratio>=", "value<=" or "value>=" against `aim_limit`.
     """
 
     name: str
@@ -111,10 +111,10 @@ class Figure:
 
     @property
     def met(self) -> bool:
-        measured = self.ratio if self.aim_op == "ratio<=" else self.value
+        measured = self.ratio if self.aim_op.startswith("ratio") else self.value
         if measured is None:
             return False
-        ok = measured >= self.aim_limit if self.aim_op == "value>=" else measured <= self.aim_limit
+        ok = measured >= self.aim_limit if self.aim_op.endswith(">=") else measured <= self.aim_limit
         return ok and all(self.checks.values())
 
     def to_json(self) -> dict[str, object]:
@@ -192,7 +192,7 @@ def machine(mode: str) -> dict[str, object]:
 # --- output -------------------------------------------------------------------------------
 
 
-def _num(value: float | None, unit: str = "") -> str:
+def num(value: float | None, unit: str = "") -> str:
     if value is None:
         return "—"
     text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}" if abs(value) < 1 else f"{value:.1f}"
@@ -204,14 +204,14 @@ def table(figures: list[Figure]) -> list[list[str]]:
     for f in figures:
         floor = "—"
         if f.floor is not None:
-            floor = f"{f.floor_name}: {_num(f.floor, f.unit)}"
+            floor = f"{f.floor_name}: {num(f.floor, f.unit)}"
             if f.floor_p99 is not None:
-                floor += f", {_num(f.floor_p99, f.unit)}"
+                floor += f", {num(f.floor_p99, f.unit)}"
         ratio = "—" if f.ratio is None else f"{f.ratio:.2f}×"
         met = "yes" if f.met else "**no**"
         if f.checks:
             met += " (" + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in f.checks.items()) + ")"
-        rows.append([f.name, _num(f.value, f.unit), _num(f.p99, f.unit), floor, ratio, f.aim, met])
+        rows.append([f.name, num(f.value, f.unit), num(f.p99, f.unit), floor, ratio, f.aim, met])
     return rows
 
 

@@ -23,11 +23,14 @@ class Settings:
     history_revisions: int = 10_000
     list_samples: int = 200
     diff_rounds: int = 15
-    patch_revisions: int = 1000
-    patch_runs: int = 7
+    patch_runs: int = 5
     paint_runs: int = 7
     rss_runs: int = 1
     walk_rows: int = 120
+    scale_workspaces: tuple[int, ...] = (10, 1000, 10_000, 100_000)
+    storage_revisions: tuple[int, ...] = (1000, 10_000)
+    open_samples: int = 300
+    scale_revisions: int = 100_000
 
 
 FULL = Settings(mode="full")
@@ -46,9 +49,12 @@ QUICK = Settings(
     history_revisions=120,
     list_samples=5,
     diff_rounds=1,
-    patch_revisions=20,
     patch_runs=1,
     paint_runs=1,
     rss_runs=1,
     walk_rows=5,
+    scale_workspaces=(10, 50),
+    storage_revisions=(70,),
+    open_samples=10,
+    scale_revisions=150,
 )

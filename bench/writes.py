@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.data import Workspace, admit_many, create_workspaces, memory_text, new_service, open_key_sessions, revisions
-from bench.harness import Figure, Stats, latency_figure, log, ms, time_once
+from bench.harness import Figure, Stats, latency_figure, log, ms
 from bench.settings import Settings
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
@@ -33,8 +33,34 @@ def git_env(home: Path) -> dict[str, str]:
         GIT_AUTHOR_EMAIL="bench@example.invalid",
         GIT_COMMITTER_NAME="bench",
         GIT_COMMITTER_EMAIL="bench@example.invalid",
+        # Durable like memframe's save: git fsyncs its objects, refs and index (git ≥ 2.36);
+        # without this `git commit` returns before anything is on disk.
+        GIT_CONFIG_COUNT="2",
+        GIT_CONFIG_KEY_0="core.fsync",
+        GIT_CONFIG_VALUE_0="committed,index",
+        GIT_CONFIG_KEY_1="core.fsyncMethod",
+        GIT_CONFIG_VALUE_1="fsync",
     )
     return env
+
+
+def durable_git_commits(tmp: Path, texts: list[str]) -> Stats:
+    """`git commit -a` of each text in a fresh repository, durable (see `git_env`): the save's peer."""
+    repo = tmp / f"git-peer-{time.monotonic_ns()}"
+    repo.mkdir()
+    env = git_env(tmp)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
+    memory = repo / "MEMORY.md"
+    memory.write_text(texts[0])
+    subprocess.run(["git", "add", "MEMORY.md"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", "first"], cwd=repo, check=True, env=env)
+    times = []
+    for n, text in enumerate(texts[1:]):
+        memory.write_text(text)
+        start = time.perf_counter()
+        subprocess.run(["git", "commit", "-q", "-a", "-m", f"save {n}"], cwd=repo, check=True, env=env)
+        times.append(time.perf_counter() - start)
+    return Stats.of(times)
 
 
 def human_save(tmp: Path, s: Settings) -> list[Figure]:
@@ -71,17 +97,36 @@ def human_save(tmp: Path, s: Settings) -> list[Figure]:
             n += 1
     backend.close()
     service.close()
-    return [
-        latency_figure(
-            "human save, local, durable (8 KiB, WAL, synchronous=FULL)",
-            Stats.of(saves),
-            Stats.of(commits),
-            aim="≤ 0.1× git",
-            aim_op="ratio<=",
-            aim_limit=0.1,
-            floor_name="git commit -a",
-        )
-    ]
+    fsyncs = _bare_fsyncs(tmp / "fsync.bin", max(10, s.git_commits))
+    figure = latency_figure(
+        "human save, local, durable (8 KiB, WAL, synchronous=FULL)",
+        Stats.of(saves),
+        Stats.of(commits),
+        aim="≤ 0.1× git",
+        aim_op="ratio<=",
+        aim_limit=0.1,
+        floor_name="git commit -a, core.fsync=committed,index",
+    )
+    figure.note = (
+        f"one bare write + fsync of 8 KiB takes {ms(fsyncs.p50):.2f} ms p50 here: the save pays one "
+        f"({ms(Stats.of(saves).p50) / ms(fsyncs.p50):.1f}× it), durable git ~"
+        f"{ms(Stats.of(commits).p50) / ms(fsyncs.p50):.0f}× it (objects, index, ref and a process start)"
+    )
+    return [figure]
+
+
+def _bare_fsyncs(path: Path, count: int) -> Stats:
+    """What one durable write costs on this disk right now: the unit both sides of the save pay."""
+    data = os.urandom(8 * 1024)
+    times = []
+    with open(path, "wb") as fh:
+        for _ in range(count):
+            start = time.perf_counter()
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+            times.append(time.perf_counter() - start)
+    return Stats.of(times)
 
 
 # --- the commit fence --------------------------------------------------------------------
@@ -164,76 +209,139 @@ def _fence_run(service: MemoryService, spaces: list[Workspace], writers: int) ->
     return elapsed, crew
 
 
-def _plain_inserts(path: Path, count: int, size: int) -> Stats:
-    """The floor: one durable (WAL, synchronous=FULL) transaction inserting a blob of the same size."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+def _plain_inserts(path: Path, count: int, size: int, writers: int) -> tuple[float, Stats]:
+    """The floor: `writers` threads, each on its own connection, each making `count // writers`
+    durable (WAL, synchronous=FULL) transactions of one blob the size of a sealed memory.
+    What SQLite itself gives eight concurrent writers: (commits per second, latency per commit)."""
+    setup = sqlite3.connect(path, isolation_level=None)
+    setup.execute("PRAGMA journal_mode = WAL")
+    setup.execute("CREATE TABLE blobs (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
+    setup.close()
     blob = os.urandom(size)
+    go = threading.Event()
+    samples: list[list[float]] = [[] for _ in range(writers)]
 
-    def insert() -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO blobs (body) VALUES (?)", (blob,))
-        conn.execute("COMMIT")
+    def writer(mine: list[float]) -> None:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=60.0, check_same_thread=False)
+        conn.execute("PRAGMA synchronous = FULL")
+        go.wait()
+        for _ in range(max(1, count // writers)):
+            start = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO blobs (body) VALUES (?)", (blob,))
+            conn.execute("COMMIT")
+            mine.append(time.perf_counter() - start)
+        conn.close()
 
-    samples = [time_once(insert) for _ in range(count)]
-    conn.close()
-    return Stats.of(samples)
+    threads = [threading.Thread(target=writer, args=(mine,)) for mine in samples]
+    for t in threads:
+        t.start()
+    start = time.perf_counter()
+    go.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - start
+    flat = [x for mine in samples for x in mine]
+    return len(flat) / elapsed, Stats.of(flat)
+
+
+def _fence_setup(
+    tmp: Path, name: str, workspaces: int, admissions: int, text: str
+) -> tuple[MemoryService, list[Workspace]]:
+    service = new_service(str(tmp / f"fence-{name}.db"))
+    spaces = create_workspaces(service, workspaces, prefix=f"{name}-", text=text, mode=Mode.AUTO, ai=True)
+    open_key_sessions(service, spaces)
+    admit_many(service, spaces, admissions)
+    return service, spaces
 
 
 def fence_commits(tmp: Path, s: Settings) -> list[Figure]:
+    """Eight writers against the fence, beside eight threads of plain durable inserts; on one
+    workspace (one capture per version can land: compare-and-set, never a rebase) the aims are
+    the fence's decisions per second and landed captures beside one writer's serial rate."""
     figures: list[Figure] = []
     writers = s.fence_writers
     per = s.fence_captures_per_writer
     text = _fence_memory(range(writers))
-    floor = _plain_inserts(tmp / "floor.db", s.floor_inserts, len(text.encode()) + 28)
-    floor_rate = 1.0 / floor.p50
+    floor_rate, floor = _plain_inserts(tmp / "floor.db", s.floor_inserts, len(text.encode()) + 73, writers)
+    floor_name = f"plain durable insert, {writers} threads"
+    log(f"  floor: {floor_rate:,.0f} plain inserts/s from {writers} threads")
+
+    service, spaces = _fence_setup(tmp, "serial", 1, per, text)
+    serial_elapsed, serial_crew = _fence_run(service, spaces, 1)
+    serial_rate = serial_crew[0].committed / serial_elapsed
+    service.close()
+    log(f"  one writer, serial: {serial_rate:,.0f} captures/s")
+
     for label, workspace_count in (("one workspace", 1), (f"{writers} workspaces", writers)):
-        service = new_service(str(tmp / f"fence-{workspace_count}.db"))
-        spaces = create_workspaces(service, workspace_count, prefix=f"f{workspace_count}-", text=text, mode=Mode.AUTO,
-                                   ai=True)  # fmt: skip
-        open_key_sessions(service, spaces)
-        admit_many(service, spaces, per * writers // workspace_count)
+        service, spaces = _fence_setup(tmp, f"w{workspace_count}", workspace_count, per * writers // workspace_count,
+                                       text)  # fmt: skip
         elapsed, crew = _fence_run(service, spaces, writers)
+        service.close()
         committed = sum(w.committed for w in crew)
         conflicts = sum(w.conflicts for w in crew)
-        latencies = [x for w in crew for x in w.latencies]
-        stats = Stats.of(latencies)
+        stats = Stats.of([x for w in crew for x in w.latencies])
         log(f"  fence, {label}: {committed} commits in {elapsed:.2f} s, {conflicts} conflicts retried")
-        rate = Figure(
-            name=f"fence commits/s, {writers} writers, {label}",
-            value=committed / elapsed,
-            unit="/s",
-            aim="≥ 1,000/s",
-            aim_op="value>=",
-            aim_limit=1000.0,
-            floor=floor_rate,
-            floor_name="plain durable insert, 1 writer",
-            samples=committed,
-            note=(
-                f"{conflicts} version conflicts (refused, nothing written) retried against the newer version: "
-                f"{(committed + conflicts) / elapsed:,.0f} fence decisions/s"
-                if conflicts
-                else ""
-            ),
+        if workspace_count == 1:
+            decisions = (committed + conflicts) / elapsed
+            figures.append(
+                Figure(
+                    name=f"fence decisions/s, {writers} writers, one workspace",
+                    value=decisions,
+                    unit="/s",
+                    aim="≥ 1,000/s",
+                    aim_op="value>=",
+                    aim_limit=1000.0,
+                    floor=floor_rate,
+                    floor_name=floor_name,
+                    samples=committed + conflicts,
+                    note=f"{committed} landed, {conflicts} refused as version conflicts (nothing written) and "
+                    "retried against the newer version",
+                )
+            )
+            figures.append(
+                Figure(
+                    name=f"fence landed captures/s, {writers} writers, one workspace",
+                    value=committed / elapsed,
+                    unit="/s",
+                    aim="≥ 0.8× one writer",
+                    aim_op="ratio>=",
+                    aim_limit=0.8,
+                    floor=serial_rate,
+                    floor_name="one writer, serial captures",
+                    samples=committed,
+                )
+            )
+        else:
+            figures.append(
+                Figure(
+                    name=f"fence commits/s, {writers} writers, {label}",
+                    value=committed / elapsed,
+                    unit="/s",
+                    aim="≥ 1,000/s",
+                    aim_op="value>=",
+                    aim_limit=1000.0,
+                    floor=floor_rate,
+                    floor_name=floor_name,
+                    samples=committed,
+                )
+            )
+        figures.append(
+            Figure(
+                name=f"fence commit worst latency, {writers} writers, {label}",
+                value=ms(stats.worst),
+                unit="ms",
+                aim="≤ 250 ms",
+                aim_op="value<=",
+                aim_limit=250.0,
+                p99=ms(stats.p99),
+                floor=ms(floor.worst),
+                floor_p99=ms(floor.p99),
+                floor_name=f"{floor_name}, worst",
+                samples=stats.n,
+                note=f"the median call took {ms(stats.p50):.2f} ms",
+            )
         )
-        worst = Figure(
-            name=f"fence commit worst latency, {writers} writers, {label}",
-            value=ms(stats.worst),
-            unit="ms",
-            aim="≤ 250 ms",
-            aim_op="value<=",
-            aim_limit=250.0,
-            p99=ms(stats.p99),
-            floor=ms(floor.worst),
-            floor_p99=ms(floor.p99),
-            floor_name="plain insert worst",
-            samples=stats.n,
-            note=f"the median call took {ms(stats.p50):.2f} ms",
-        )
-        figures += [rate, worst]
-        service.close()
     return figures
 
 

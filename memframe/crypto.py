@@ -16,7 +16,18 @@ Sealed format v2 (every new ciphertext)::
     44      12     nonce  fresh per seal
     56      n+17   AES-256-GCM(plaintext) || tag(16)
     plaintext = encoding(1) || payload: encoding 0 = the UTF-8 text, 1 = zlib(UTF-8 text),
-    chosen when it saves bytes (payload length never exceeds `size`)
+    2 = a delta against the previous version (below), each chosen only when it saves bytes
+    (payload length never exceeds `size`)
+
+A delta (encoding 2) is ``base(u32) || prefix(u32) || suffix(u32) || packing(1) || middle``: the
+text is the base version's first `prefix` bytes, then `middle` (raw for packing 0, zlib for 1),
+then its last `suffix` bytes. `base` is always `version - 1`, and the base's ciphertext is the one
+whose SHA-256 is `prev` in this header: both are authenticated, so a server cannot re-point a
+delta at another text, and a delta whose base row was swapped fails to open. Versions
+1, 1 + `KEYFRAME_EVERY`, 1 + 2·`KEYFRAME_EVERY`, … are never deltas, so opening any version walks at
+most `KEYFRAME_EVERY - 1` earlier ones (`opener(fetch=…)` caches what it opened, so reading a run
+of versions in either direction opens each once). Everything stays ciphertext: the delta is
+inside the seal, and no plaintext, readable diff or key is stored.
 
 The associated data is ``b"memframe/v2\x00" + place + b"\x00" + header(44 bytes)``, so the
 header is authenticated with the text. `place` says where the text belongs:
@@ -67,7 +78,10 @@ SEAL_OVERHEAD = SEALED_EMPTY_BYTES
 #: Bytes a v1 seal added (nonce and tag): no sealed text of either format is shorter.
 V1_OVERHEAD = NONCE_BYTES + TAG_BYTES
 NO_PREVIOUS = bytes(HASH_BYTES)
-RAW, ZLIB = 0, 1
+RAW, ZLIB, DELTA = 0, 1, 2
+#: A full (non-delta) version at least this often: no read walks further back than this.
+KEYFRAME_EVERY = 64
+_DELTA_HEAD = struct.Struct(">IIIB")
 _MAX_U32 = 2**32 - 1
 _HEADER = struct.Struct(">4sII32s")
 _KEYFILE_FORMAT = "memframe-key/1"
@@ -208,7 +222,15 @@ def new_key() -> bytes:
     return os.urandom(KEY_BYTES)
 
 
-def _seal_v2(key: bytes, text: str, place: bytes, *, since: int = 0, previous: bytes = NO_PREVIOUS) -> bytes:
+def _seal_v2(
+    key: bytes,
+    text: str,
+    place: bytes,
+    *,
+    since: int = 0,
+    previous: bytes = NO_PREVIOUS,
+    delta: tuple[int, bytes] | None = None,
+) -> bytes:
     data = text.encode("utf-8")
     if len(data) > _MAX_U32 or not 0 <= since <= _MAX_U32 or len(previous) != HASH_BYTES:
         raise ValueError("cannot seal this text")
@@ -219,9 +241,45 @@ def _seal_v2(key: bytes, text: str, place: bytes, *, since: int = 0, previous: b
         packed = zlib.compress(data, 6)
         if len(packed) < len(data):
             payload, encoding = packed, ZLIB
+    if delta is not None:
+        edit = _delta(delta[0], delta[1], data)
+        if len(edit) < len(payload):
+            payload, encoding = edit, DELTA
     head = _HEADER.pack(MAGIC, since, len(data), previous)
     nonce = os.urandom(NONCE_BYTES)
     return head + nonce + _aesgcm(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    """Length of the longest common prefix, found by halving (memcmp per step, no Python loop per byte)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _delta(base_version: int, base: bytes, data: bytes) -> bytes:
+    """The edit from `base` to `data`: the common prefix and suffix kept, the middle carried."""
+    prefix = _common_prefix(base, data)
+    limit = min(len(base), len(data)) - prefix
+    suffix = _common_prefix(base[::-1][:limit], data[::-1][:limit])
+    middle, packing = data[prefix : len(data) - suffix], 0
+    if len(middle) >= _COMPRESS_FROM:
+        import zlib
+
+        packed = zlib.compress(middle, 6)
+        if len(packed) < len(middle):
+            middle, packing = packed, 1
+    return _DELTA_HEAD.pack(base_version, prefix, suffix, packing) + middle
+
+
+def keyframe(version: int) -> bool:
+    """True for the versions that are always sealed whole (1, 1 + KEYFRAME_EVERY, …)."""
+    return version % KEYFRAME_EVERY == 1
 
 
 def seal(
@@ -233,16 +291,22 @@ def seal(
     version: int,
     previous: bytes | None = None,
     since: int | None = None,
+    previous_text: str | None = None,
 ) -> bytes:
     """Seal `text` as `version` of `path`, chained onto `previous`, the ciphertext it follows.
 
     `previous` is None for version 1 and after a deletion (then `since` carries the document's
-    protection start, if the caller knows it). The result is all the server ever stores.
+    protection start, if the caller knows it). With `previous_text` (the text `previous` opens
+    to), the version may be sealed as a delta against it, when that is smaller and `version` is
+    not a keyframe; its readers then need `opener(fetch=…)`. The result is all the server ever stores.
     """
     if version < 1:
         raise ValueError("versions start at 1")
     first, prev = chain_link(previous, version, since=since)
-    return _seal_v2(key, text, file_place(workspace_id, path, version), since=first, previous=prev)
+    delta = None
+    if previous is not None and previous_text is not None and not keyframe(version) and header(previous):
+        delta = (version - 1, previous_text.encode("utf-8"))
+    return _seal_v2(key, text, file_place(workspace_id, path, version), since=first, previous=prev, delta=delta)
 
 
 def seal_message(key: bytes, text: str, *, workspace_id: str, conversation_id: str, seq: int, role: str) -> bytes:
@@ -271,8 +335,9 @@ def _failed(exc: BaseException | None = None, message: str = "") -> Exception:
     return error
 
 
-def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None) -> str:
+def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None) -> str:
     """Open a v2 text at `place`; a v1 one only when `legacy_ad` (its v1 associated data) is given.
+    `base(version, previous_hash)` returns the UTF-8 bytes of the version a delta is made against.
 
     cryptography's exceptions are imported only when something fails: `memframe history -p`
     opens every revision and is measured against `git log -p`."""
@@ -286,10 +351,11 @@ def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None) -> str:
                     view[HEADER_BYTES + NONCE_BYTES :],
                     _ad_v2(place, view[:HEADER_BYTES]),
                 )
-                return _decode(plain, head.size)
             except Exception:
                 if legacy_ad is None:  # else: a v1 nonce that happens to begin with the magic (2**-32)
                     raise
+            else:
+                return _decode(plain, head, base)
         if legacy_ad is None:
             if head is None and len(blob) >= V1_OVERHEAD:
                 raise _failed(
@@ -307,25 +373,49 @@ def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None) -> str:
         raise _failed(exc) from exc
 
 
-def _decode(plain: bytes, size: int) -> str:
-    encoding, payload = plain[:1], plain[1:]
+def _inflate(payload: bytes | memoryview, limit: int) -> bytes:
+    import zlib
+
+    try:
+        unpack = zlib.decompressobj()
+        data = unpack.decompress(payload, limit + 1)
+        if unpack.unconsumed_tail or not unpack.eof:
+            raise ValueError("the compressed text does not end where it should")
+    except zlib.error as exc:
+        raise ValueError("damaged compressed text") from exc
+    return data
+
+
+def _decode(plain: bytes, head: Header, base: Any = None) -> str:
+    encoding, payload, size = plain[:1], plain[1:], head.size
     if encoding == b"\x00":
         data = payload
     elif encoding == b"\x01":
-        import zlib
-
-        try:
-            unpack = zlib.decompressobj()
-            data = unpack.decompress(payload, size + 1)
-            if unpack.unconsumed_tail or not unpack.eof:
-                raise ValueError("the compressed text does not end where it should")
-        except zlib.error as exc:
-            raise ValueError("damaged compressed text") from exc
+        data = _inflate(payload, size)
+    elif encoding == b"\x02":
+        data = _undelta(payload, head, base)
     else:
         raise ValueError("unknown payload encoding")
     if len(data) != size:
         raise ValueError("the text is not the size its header says")
     return data.decode("utf-8")
+
+
+def _undelta(payload: bytes, head: Header, base: Any) -> bytes:
+    if len(payload) < _DELTA_HEAD.size:
+        raise ValueError("damaged delta")
+    base_version, prefix, suffix, packing = _DELTA_HEAD.unpack_from(payload)
+    if base is None:
+        raise ValueError("a delta opened without its earlier versions")
+    if head.previous == NO_PREVIOUS:
+        raise ValueError("a delta with no previous version")
+    old = base(base_version, head.previous)
+    if prefix + suffix > len(old) or packing not in (0, 1):
+        raise ValueError("a delta that does not fit its base")
+    middle = payload[_DELTA_HEAD.size :]
+    if packing:
+        middle = _inflate(middle, head.size)
+    return old[:prefix] + middle + old[len(old) - suffix :]
 
 
 def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str, version: int, legacy: bool = False) -> str:
@@ -337,16 +427,47 @@ def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str, versio
     return opener(key, workspace_id=workspace_id, path=path)(blob, version, legacy=legacy)
 
 
-def opener(key: bytes, *, workspace_id: str, path: str) -> Callable[..., str]:
+def opener(
+    key: bytes, *, workspace_id: str, path: str, fetch: Callable[[int], bytes | None] | None = None
+) -> Callable[..., str]:
     """`open_sealed` for many versions of one file, the cipher made once: call it as
-    `open_blob(blob, version, legacy=False)`. A missing blob (a deletion's) opens as ""."""
+    `open_blob(blob, version, legacy=False)`. A missing blob (a deletion's) opens as "".
+
+    `fetch(version)` returns a version's ciphertext (None if there is none): a delta's earlier
+    versions are read through it, each checked against the hash its successor's header names.
+    With `fetch`, what was opened is remembered (the last `2 * KEYFRAME_EVERY` versions, each with
+    the exact ciphertext it came from, in this process's memory only), so reading a run of versions
+    opens each once; without it nothing is kept and a delta fails to open."""
+    import hashlib
+
     aead = _aesgcm(key)
     legacy_ad = associated_data(workspace_id, path)
+    opened: dict[int, tuple[bytes, bytes]] = {}  # version -> (ciphertext, UTF-8 text)
+
+    def base(version: int, digest: bytes) -> bytes:
+        held = opened.get(version)
+        blob = held[0] if held is not None else fetch(version)  # type: ignore[misc]
+        if blob is None or hashlib.sha256(blob).digest() != digest:
+            raise ValueError("the base of this delta is missing or not the version it names")
+        if held is not None:
+            return held[1]
+        return open_blob(blob, version).encode("utf-8")
 
     def open_blob(blob: bytes | None, version: int, *, legacy: bool = False) -> str:
         if blob is None:
             return ""
-        return _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None)
+        if fetch is None:
+            return _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None)
+        held = opened.get(version)
+        if held is not None and held[0] == blob:
+            return held[1].decode("utf-8")
+        text = _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None, base)
+        if blob[:4] != MAGIC:  # only v2 texts are remembered: a v1 one must be judged (legacy) every time
+            return text
+        if len(opened) >= 2 * KEYFRAME_EVERY:
+            del opened[next(iter(opened))]
+        opened[version] = (blob, text.encode("utf-8"))
+        return text
 
     return open_blob
 

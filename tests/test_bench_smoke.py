@@ -47,6 +47,10 @@ def test_the_bench_runs_quickly_end_to_end_and_writes_every_figure(tmp_path: Pat
         "diffs from the newest page",
         "memframe history -p",
         "frame first paint",
+        "history bytes per revision",
+        "open any one revision",
+        "fence decisions/s",
+        "fence landed captures/s",
         "frame peak RSS",
         "frame longest UI stall",
     ):
@@ -59,3 +63,24 @@ def test_the_bench_runs_quickly_end_to_end_and_writes_every_figure(tmp_path: Pat
     assert all(all(c.values()) for c in checks.values()), checks
     assert (tmp_path / "results.md").read_text(encoding="utf-8").startswith("# memframe benchmark results")
     assert "figure" in done.stdout  # the table is printed too
+
+
+def test_the_readme_table_is_regenerated_from_the_results_and_only_between_its_markers(tmp_path: Path) -> None:
+    from bench import readme
+
+    assert readme.START in (ROOT / "README.md").read_text(encoding="utf-8")
+    figure = {"name": "recall x", "value": 0.02, "unit": "ms", "floor": 0.016, "ratio": 1.25, "aim": "≤ 1.5×"}
+    results = {
+        "machine": {"date": "d", "cores": 2, "cpu": "c", "load_average_at_start": [1], "python": "3", "sqlite": "3"}
+        | {"git": "2"},
+        "figures": [figure | {"met": True, "floor_name": "contract reads"}],
+    }
+    (tmp_path / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    page = tmp_path / "README.md"
+    page.write_text(f"before\n{readme.START}\n| old | hand-written |\n{readme.END}\nafter\n", encoding="utf-8")
+    assert readme.update(page, tmp_path / "results.json")
+    text = page.read_text(encoding="utf-8")
+    assert text.startswith("before\n") and text.endswith("\nafter\n") and "hand-written" not in text
+    assert "| recall x | 0.02 ms | contract reads: 0.016 ms | 1.25× | ≤ 1.5× | yes |" in text
+    assert "1 of 1 aims met" in text
+    assert not readme.update(page, tmp_path / "results.json")  # the same run: nothing changes

@@ -85,14 +85,25 @@ class SealedBackend:
     def _open_version(self, path: str, version: int, blob: bytes | None) -> str:
         if blob is None:
             return ""
-        return crypto.open_sealed(
-            self._key,
-            blob,
-            workspace_id=self.workspace_id,
-            path=path,
-            version=version,
-            legacy=self._legacy_ok(path, version),
-        )
+        return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
+
+    def _opener(self, path: str) -> Callable[..., str]:
+        """An opener for `path` that reads a delta's earlier versions (payload encoding 2) from the
+        store, a keyframe's run at a time, each checked against the hash its successor names."""
+        runs: dict[int, bytes | None] = {}
+
+        def fetch(version: int) -> bytes | None:
+            if version not in runs:
+                runs.clear()
+                first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+                try:
+                    stored = self.store.get_versions(path, list(range(first, version + 1)))
+                except NotFound:
+                    return None
+                runs.update((s.info.version, s.ciphertext) for s in stored)
+            return runs.get(version)
+
+        return crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
 
     def _observe(self, path: str, head: StoredVersion | None) -> str:
         """Check a head the server presents against what was seen, open it, then record it."""
@@ -204,7 +215,7 @@ class SealedBackend:
         if any(v < 1 for v in versions):
             raise NotFound(f"There is no revision {min(versions)}.")
         stored = self.store.get_versions(MEMORY_PATH, versions)
-        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=MEMORY_PATH)  # one cipher
+        open_blob = self._opener(MEMORY_PATH)  # one cipher
         return {
             s.info.version: open_blob(s.ciphertext, s.info.version, legacy=self._legacy_ok(MEMORY_PATH, s.info.version))
             for s in stored
@@ -223,7 +234,7 @@ class SealedBackend:
         return checked
 
     def _verify_path(self, path: str, head_version: int) -> int:
-        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path)
+        open_blob = self._opener(path)
         previous: bytes | None = None
         previous_was_deletion = False
         since: int | None = None

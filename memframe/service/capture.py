@@ -88,7 +88,7 @@ class CaptureMixin(AssistantBase):
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
-            base_text = _open_base(key, workspace_id, expected_version, base)
+            base_text = _open_base(key, workspace_id, expected_version, base, conn)
             version = expected_version + 1
             blob = crypto.seal(
                 key,
@@ -171,7 +171,7 @@ class CaptureMixin(AssistantBase):
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
             key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
             base = self._current_base(conn, workspace_id, version)
-        return version, _open_base(key, workspace_id, version, base)
+            return version, _open_base(key, workspace_id, version, base, conn)
 
     # --- proposals -------------------------------------------------------------------------
 
@@ -297,10 +297,12 @@ def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
     )
 
 
-def _open_base(key: bytes, workspace_id: str, version: int, base: bytes | None) -> str:
+def _open_base(key: bytes, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection) -> str:
     """The memory text a capture applies its edits to, opened at its own version (a row copied
     from another version fails here). An old-format head still opens: it is the document's last
-    text from before sealing v2, and the capture's new version starts its chain."""
+    text from before sealing v2, and the capture's new version starts its chain. A head stored as a
+    delta opens against the versions before it, read in the same snapshot."""
     if base is None:
         return ""
-    return crypto.open_sealed(key, base, workspace_id=workspace_id, path=MEMORY_PATH, version=version, legacy=True)
+    fetch = files.ciphertexts(conn, workspace_id, MEMORY_PATH)
+    return crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, fetch=fetch)(base, version, legacy=True)

@@ -9,7 +9,7 @@ exactly the row this transaction inserted.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memframe import crypto
@@ -147,6 +147,19 @@ def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version:
     if row is None:
         raise NotFound(f"There is no revision {version}.")
     return StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+
+
+def ciphertexts(conn: sqlite3.Connection, workspace_id: str, path: str) -> Callable[[int], bytes | None]:
+    """`version -> ciphertext` (None if absent) over `conn`: how an opener reads the earlier versions
+    a delta (payload encoding 2) is made against, in the same snapshot as the version itself."""
+
+    def fetch(version: int) -> bytes | None:
+        try:
+            return get_version(conn, workspace_id, path, version).ciphertext
+        except NotFound:
+            return None
+
+    return fetch
 
 
 def get_versions(

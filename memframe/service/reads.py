@@ -59,7 +59,7 @@ class LocalRevisions:
     def revisions(self, key: bytes, *, limit: int, before: int | None = None) -> Iterator[Revision]:
         """The memory's revisions newest first (below `before`, at most `limit` of them), each
         decrypted as it is read: the rows are streamed, never all held at once."""
-        open_blob = crypto.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH)
+        open_blob = crypto.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH, fetch=self._ciphertext)
         try:
             rows = self._conn.execute(
                 "SELECT version, created_at, author, actor, operation, ciphertext FROM file_versions"
@@ -77,6 +77,14 @@ class LocalRevisions:
             from memframe.core.errors import Unavailable
 
             raise Unavailable("The memory store could not be read right now.") from exc
+
+    def _ciphertext(self, version: int) -> bytes | None:
+        """One version's ciphertext: what a delta (payload encoding 2) is opened against."""
+        row = self._conn.execute(
+            "SELECT ciphertext FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
+            (self.workspace_id, MEMORY_PATH, version),
+        ).fetchone()
+        return None if row is None else row[0]  # type: ignore[no-any-return]
 
     def close(self) -> None:
         try:

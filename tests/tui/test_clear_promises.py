@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from memframe.tui.memory import MemoryScreen
+from memframe.tui.screenshots import Stage, settle
 from textual.pilot import Pilot
 
 from memframe.core.types import Operation
 from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConfirmClear, SaveDiscardCancel
-from memframe.tui.memory import MemoryScreen
-from memframe.tui.screenshots import Stage, settle
 from tests.tui.conftest import Gate, drive
 
 TEXT = "# Memory\n- Aiko prefers short answers.\n"
