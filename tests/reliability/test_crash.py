@@ -239,5 +239,6 @@ def run_batch(db: str | Path, forkserver: Any, tally: Counter[str], batch: int) 
     ledger.stats["trials killed after at least one acknowledged call"] += busy
     tally.update(ledger.stats)
     # The kills land among the writes, not only before them (typically ~75% of children have had a
-    # call acknowledged; on a loaded disk the first fsync can outlast the 30 ms, hence the margin).
-    assert busy >= BATCH // 5, f"only {busy} of {BATCH} children were killed after a first acknowledgement"
+    # call acknowledged; on a loaded disk the first fsync can outlast the 30 ms: 5 to 8 of 50 were seen
+    # with ten other processes on two cores, hence the wide margin).
+    assert busy >= BATCH // 25, f"only {busy} of {BATCH} children were killed after a first acknowledgement"
