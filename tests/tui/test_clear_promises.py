@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from memframe.tui.memory import MemoryScreen
-from memframe.tui.screenshots import Stage, settle
 from textual.pilot import Pilot
 
 from memframe.core.types import Operation
 from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConfirmClear, SaveDiscardCancel
+from memframe.tui.screens.memory import MemoryScreen
 from tests.tui.conftest import Gate, drive
+from tests.tui.scenarios import Stage, settle
 
 TEXT = "# Memory\n- Aiko prefers short answers.\n"
 
@@ -91,7 +91,7 @@ def test_C8_cancel_before_a_clear_writes_nothing_and_keeps_the_draft(stage: Stag
         await pilot.press("ctrl+l")
         await settle(pilot)
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("c")
+        await pilot.press("escape")
         await settle(pilot)
         assert not isinstance(app.screen, ConfirmClear | SaveDiscardCancel)
         assert app.state.dirty and app.state.draft == TEXT + "- draft\n" and app.state.base_version == 1
