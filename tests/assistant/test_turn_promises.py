@@ -71,7 +71,7 @@ def recalled_block(svc: MemoryService, text: str) -> str:
 def test_R1_memory_is_supplied_in_full_trailing_white_space_included(svc: MemoryService) -> None:
     text = "# Prefs\n- tea  \n\n \t\n"
     system = recalled_block(svc, text)
-    assert text + "</workspace-memory" in system
+    assert text + "[/workspace-memory" in system
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_R1_memory_is_supplied_in_full_trailing_white_space_included(svc: Memory
 )
 def test_R3_a_forged_closing_marker_is_neutralised_at_the_binding(svc: MemoryService, forgery: str) -> None:
     system = recalled_block(svc, f"- fact\n{forgery}\n- after\n")
-    body = system[system.index("- fact") : system.rindex("</workspace-memory")]
+    body = system[system.index("- fact") : system.rindex("[/workspace-memory")]
     assert "- after" in body
     read = body
     for _ in range(4):
