@@ -50,6 +50,10 @@ class ModelClient(Protocol):
         """
         ...
 
+    def close(self) -> None:
+        """Let go of what the client holds (an HTTP client's connection pool) once the caller is done."""
+        ...
+
 
 # --- the scripted model ------------------------------------------------------------------
 
@@ -89,6 +93,9 @@ class ScriptedModel:
         if on_text is not None and reply.content:
             on_text(reply.content)
         return reply
+
+    def close(self) -> None:
+        """Nothing to let go of: a scripted model holds no connection."""
 
     def _answer(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> ModelReply:
         self.calls += 1

@@ -187,6 +187,10 @@ class Backend(Protocol):
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""
 
+    def read_revisions(self, versions: Sequence[int]) -> dict[int, str]:
+        """Several revisions' texts in one go (one transaction locally, one request remotely):
+        what a search of a long history reads batch by batch instead of one round trip each."""
+
     def get_policy(self) -> Policy:
         """The mode, its revision and the Clear generation."""
 

@@ -53,9 +53,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return 0
     finally:
         backend.close()
-        close = getattr(model, "close", None)  # an HTTP model client holds a connection pool
-        if close is not None:
-            close()
+        if model is not None:  # an HTTP model client holds a connection pool
+            model.close()
 
 
 def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:

@@ -119,16 +119,14 @@ def search_revisions(backend: Backend, query: str, newest: int, report: Callable
     """The versions (newest first) whose text contains `query`, ignoring case; decrypted here, batch by batch.
 
     `report(done, found)` runs after each batch; it returns False to stop (the person cancelled).
-    Uses the backend's batch read when it has one (one transaction locally), else one read per revision.
+    Reads a batch at a time (one transaction locally, one request remotely), not a round trip per revision.
     """
     needle = query.casefold()
     found: list[int] = []
-    # Both backends read a batch in one go; the Backend protocol names only the one-revision read.
-    read_many = getattr(backend, "read_revisions", None) or (lambda vs: {v: backend.read_revision(v) for v in vs})
     done = 0
     for top in range(newest, 0, -SEARCH_BATCH):
         versions = list(range(top, max(0, top - SEARCH_BATCH), -1))
-        texts = read_many(versions)
+        texts = backend.read_revisions(versions)
         found.extend(v for v in versions if needle in texts.get(v, "").casefold())
         done += len(versions)
         if not report(done, list(found)):
