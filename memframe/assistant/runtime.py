@@ -15,7 +15,8 @@ from memframe.assistant import memory_tool
 from memframe.assistant.automation import Automation
 from memframe.assistant.document_tools import DocumentTools
 from memframe.assistant.memory_tool import TurnContext
-from memframe.assistant.models import Message, ModelClient, ModelUnavailable, TextCallback
+from memframe.assistant.models import Message, ModelClient, TextCallback
+from memframe.core.errors import ModelUnavailable
 from memframe.core.recall import attach_to_system_message, render_recall_block
 from memframe.core.turns import CallRecord, OutcomeKind, ToolOutcome, TurnResult
 from memframe.core.types import Mode, RecallStatus

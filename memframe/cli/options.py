@@ -94,7 +94,7 @@ def model_client(args: argparse.Namespace) -> ModelClient | None:
     """The model --model-url names (None: the built-in scripted model); its key is $MEMFRAME_MODEL_KEY."""
     if not args.model_url:
         return None
-    from memframe.assistant.models import ModelOptions, OpenAIChatModel
+    from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
 
     return OpenAIChatModel(
         ModelOptions(

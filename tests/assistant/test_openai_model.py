@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memframe.assistant.models import ModelOptions, OpenAIChatModel, fold_system_into_user
+from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel, fold_system_into_user
 from memframe.cli import EXIT_ERROR, main
 from memframe.core.errors import ModelUnavailable
 from tests.assistant.strict_openai import Call, CutStream, Raw, StrictChatServer, Text, refusal

@@ -1,0 +1,342 @@
+"""The OpenAI-compatible chat-completions client: what real model servers (llama-cpp-python,
+Ollama, vLLM, LM Studio) are sent, and how their answers and refusals are read.
+
+It speaks the one `ModelClient` protocol of `models`; the runtime attaches recall before
+every call, so this client only ever sends finished messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memframe.assistant.models import Message, ModelReply, TextCallback, ToolCall
+from memframe.core.errors import ModelUnavailable
+
+#: tool_choice values the OpenAI API names; anything else is the name of a tool to force.
+TOOL_CHOICES = ("auto", "none", "required")
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_TIMEOUT = 120.0
+_SERVER_MESSAGE_CHARS = 240
+_MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Everything that shapes a request to an OpenAI-compatible server, in one place.
+
+    `max_tokens` is always sent: a server without it may generate until its
+    context is full. `tool_choice` is sent whenever tools are: some chat formats
+    (llama-cpp-python's chatml-function-calling) render the tool list only when
+    it is set. A tool's name forces that tool on the call that answers the
+    person's message; the calls after its result go back to "auto", so a forced
+    tool cannot loop. `system_as_user` folds the system message (the recall
+    block included) into the first user message, for chat formats that drop
+    system messages. `stream` asks for server-sent events; a server that answers
+    plain JSON, or refuses to stream this request, is read without streaming.
+    """
+
+    url: str
+    name: str = "default"
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    tool_choice: str = "auto"
+    timeout: float = DEFAULT_TIMEOUT
+    system_as_user: bool = False
+    stream: bool = True
+    temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError("max_tokens must be 1 or more")
+        if self.timeout <= 0:
+            raise ValueError("the model timeout must be more than 0 seconds")
+        if not self.tool_choice.strip():
+            raise ValueError("tool_choice must be auto, none, required or a tool's name")
+
+
+class OpenAIChatModel:
+    """Chat completions over httpx: llama.cpp server, vLLM, Ollama and the like."""
+
+    def __init__(self, options: ModelOptions | str, model: str | None = None, *, transport: Any = None) -> None:
+        import httpx
+
+        if isinstance(options, str):  # the older (url, name) spelling
+            options = ModelOptions(options, model or "default")
+        self.options = options
+        headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        self.base_url = options.url.rstrip("/")
+        self.model = options.name
+        self._stream = options.stream
+        self._client = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=options.timeout, transport=transport
+        )
+
+    # --- the request ---------------------------------------------------------------------
+
+    def request_body(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, stream: bool) -> Message:
+        """The exact JSON sent: valid for the strictest server we know (llama-cpp-python's schema)."""
+        outgoing = [_wire_message(m) for m in messages]
+        if self.options.system_as_user:
+            outgoing = fold_system_into_user(outgoing)
+        body: Message = {
+            "model": self.model,
+            "messages": outgoing,
+            "max_tokens": int(self.options.max_tokens),
+            "stream": stream,
+        }
+        if self.options.temperature is not None:
+            body["temperature"] = self.options.temperature
+        if tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = self._tool_choice(messages, tools)
+        return body
+
+    def _tool_choice(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> Any:
+        choice = self.options.tool_choice
+        answering_the_person = bool(messages) and messages[-1].get("role") == "user"
+        if choice in ("auto", "none"):
+            return choice
+        if not answering_the_person:
+            return "auto"  # after a tool result: free to answer, so a forced tool cannot loop
+        if choice == "required":
+            return choice
+        offered = {t.get("function", {}).get("name") for t in tools}
+        if choice not in offered:
+            return "auto"  # e.g. remember_in_memory while memory is Off: it is not offered at all
+        return {"type": "function", "function": {"name": choice}}
+
+    # --- the call ------------------------------------------------------------------------
+
+    def complete(
+        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, on_text: TextCallback | None = None
+    ) -> ModelReply:
+        if self._stream:
+            try:
+                return self._post(self.request_body(messages, tools, stream=True), on_text)
+            except _StreamRefused:
+                self._stream = False  # this server cannot stream such requests: ask plainly from now on
+            except _EmptyStream:
+                pass  # nothing was shown or done: ask this one call again, plainly
+        reply = self._post(self.request_body(messages, tools, stream=False), None)
+        if on_text is not None and reply.content:
+            on_text(reply.content)
+        return reply
+
+    def _post(self, body: Message, on_text: TextCallback | None) -> ModelReply:
+        import httpx
+
+        try:
+            with self._client.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    raise self._refusal(response, streaming=bool(body.get("stream")))
+                kind = response.headers.get("content-type", "")
+                if "text/event-stream" in kind:
+                    return _read_events(response.iter_lines(), on_text, self.base_url)
+                response.read()
+                reply = self._read_json(response)  # a server that does not stream: the answer comes whole
+                if on_text is not None and reply.content:
+                    on_text(reply.content)
+                return reply
+        except httpx.TimeoutException:
+            raise ModelUnavailable(
+                f"The model server at {self.base_url} did not answer in time ({self.options.timeout:g} s; "
+                "--model-timeout sets the limit)."
+            ) from None
+        except httpx.RemoteProtocolError:
+            raise ModelUnavailable(
+                f"The model server at {self.base_url} closed the connection before the answer was complete."
+            ) from None
+        except httpx.HTTPError:
+            raise ModelUnavailable(f"The model server at {self.base_url} cannot be reached.") from None
+
+    def _refusal(self, response: Any, *, streaming: bool) -> Exception:
+        said = _server_message(response)
+        if streaming and response.status_code >= 400 and _MENTIONS_STREAMING.search(said):
+            return _StreamRefused(said)
+        if response.status_code == 404:
+            hint = (
+                ""
+                if self.base_url.endswith("/v1")
+                else f"; OpenAI-compatible servers usually serve it under {self.base_url}/v1"
+            )
+            return ModelUnavailable(f"The model server at {self.base_url} has no /chat/completions (404{hint}).")
+        where = f"The model server at {self.base_url} answered with status {response.status_code}"
+        return ModelUnavailable(f"{where}: {said}" if said else f"{where}.")
+
+    def _read_json(self, response: Any) -> ModelReply:
+        if _looks_like_html(response):
+            raise ModelUnavailable(_html_message(self.base_url))
+        try:
+            choice = response.json()["choices"][0]
+            message = choice["message"]
+            calls = tuple(
+                _tool_call(c.get("id"), i, c["function"]["name"], c["function"].get("arguments"))
+                for i, c in enumerate(message.get("tool_calls") or [])
+            )
+            content = message.get("content")
+            if content is not None and not isinstance(content, str):
+                raise TypeError("content is not text")
+            return ModelReply(content, calls, choice.get("finish_reason"))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise ModelUnavailable(
+                f"The model server at {self.base_url} answered with something that is not a chat completion."
+            ) from None
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _EmptyStream(Exception):
+    """The server answered a streamed request with an empty stream: no text, no tool call, no end."""
+
+
+class _StreamRefused(Exception):
+    """The server refused to stream this request (llama-cpp-python: automatic tool choice)."""
+
+
+def _wire_message(message: Message) -> Message:
+    """A copy every server accepts: content is never null (llama-cpp-python refuses it with a 500)."""
+    out = dict(message)
+    if out.get("content") is None:
+        out["content"] = ""
+    return out
+
+
+def fold_system_into_user(messages: list[Message]) -> list[Message]:
+    """The system messages' text, recall block included, put at the start of the first user message.
+
+    For chat formats that drop system messages (llama-cpp-python's `gemma`), so
+    memory still reaches the model. Nothing else moves.
+    """
+    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    preface = "\n\n".join(s for s in system if s)
+    if not preface:
+        return rest
+    for message in rest:
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                message["content"] = [{"type": "text", "text": preface}, *content]
+            else:
+                message["content"] = f"{preface}\n\n{content or ''}"
+            return rest
+    return [{"role": "user", "content": preface}, *rest]
+
+
+def _tool_call(call_id: Any, index: int, name: Any, raw: Any) -> ToolCall:
+    if not isinstance(name, str) or not name:
+        raise TypeError("a tool call without a name")
+    arguments, malformed = _arguments(raw)
+    raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {}, ensure_ascii=False)
+    return ToolCall(str(call_id or f"call_{index}"), name, arguments, malformed, raw_text)
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Tool arguments arrive as a JSON string (or, from some servers, an object)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError):
+        return {}, "its arguments were not JSON"
+    if not isinstance(value, dict):
+        return {}, "its arguments were not a JSON object"
+    return value, None
+
+
+def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: str) -> ModelReply:
+    """Assemble a streamed chat completion: text deltas as they come, tool-call deltas by index."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish: str | None = None
+    done = False
+    events = 0
+    for line in lines:
+        if not line.startswith("data:"):
+            continue  # comments, event names, keep-alives
+        events += 1
+        data = line[5:].strip()
+        if data == "[DONE]":
+            done = True
+            break
+        try:
+            choices = json.loads(data).get("choices") or []
+        except (ValueError, AttributeError):
+            raise ModelUnavailable(f"The model server at {base_url} streamed something that is not JSON.") from None
+        for choice in choices:
+            delta = choice.get("delta") or {}
+            piece = delta.get("content")
+            if isinstance(piece, str) and piece:
+                content.append(piece)
+                if on_text is not None:
+                    on_text(piece)
+            for part in delta.get("tool_calls") or []:
+                _merge_tool_delta(calls, part)
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+    if not events:
+        # A 200 with no event at all: llama-cpp-python's chatml-function-calling does this when asked to
+        # stream the call after a tool result. Nothing reached the person, so the caller asks plainly.
+        raise _EmptyStream
+    if not done and finish is None:
+        raise ModelUnavailable(f"The model server at {base_url} stopped streaming before the answer was complete.")
+    try:
+        tool_calls = tuple(
+            _tool_call(c.get("id"), i, c.get("name"), "".join(c["arguments"])) for i, c in sorted(calls.items())
+        )
+    except TypeError:
+        raise ModelUnavailable(f"The model server at {base_url} streamed a tool call without a name.") from None
+    return ModelReply("".join(content) if content else None, tool_calls, finish)
+
+
+def _merge_tool_delta(calls: dict[int, dict[str, Any]], part: dict[str, Any]) -> None:
+    index = part.get("index", len(calls))
+    call = calls.setdefault(index, {"id": None, "name": None, "arguments": []})
+    if part.get("id"):
+        call["id"] = part["id"]
+    function = part.get("function") or {}
+    if function.get("name"):
+        call["name"] = function["name"]  # some servers repeat the name in every chunk: never concatenate it
+    if function.get("arguments"):
+        call["arguments"].append(function["arguments"])
+
+
+def _looks_like_html(response: Any) -> bool:
+    kind = response.headers.get("content-type", "")
+    return "html" in kind or response.content.lstrip()[:1] == b"<"
+
+
+def _html_message(base_url: str) -> str:
+    return (
+        f"The model server at {base_url} answered with a web page, not JSON: is this the server's "
+        "OpenAI-compatible API (often ending in /v1)?"
+    )
+
+
+def _server_message(response: Any) -> str:
+    """The server's own words about a refusal, on one line and short."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    said: Any = None
+    if isinstance(payload, dict):
+        said = payload.get("error", payload.get("detail", payload.get("message")))
+        if isinstance(said, dict):
+            said = said.get("message", said.get("msg"))
+        elif isinstance(said, list) and said and isinstance(said[0], dict):
+            said = said[0].get("msg")
+    elif _looks_like_html(response):
+        return "a web page, not JSON (is this the server's OpenAI-compatible API, often ending in /v1?)"
+    if said is None:
+        said = response.text if payload is None else json.dumps(payload)
+    text = " ".join(str(said).split())
+    return text if len(text) <= _SERVER_MESSAGE_CHARS else text[: _SERVER_MESSAGE_CHARS - 1] + "…"
