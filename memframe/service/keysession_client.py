@@ -39,10 +39,18 @@ class RemoteKeySessions:
     """The key-session service at `url` (http://host:port, or any URL with `uds` a unix socket)."""
 
     def __init__(
-        self, url: str, credential: str | None, *, uds: str | None = None, timeout: float = TIMEOUT_SECONDS
+        self,
+        url: str,
+        credential: str | None,
+        *,
+        uds: str | None = None,
+        timeout: float = TIMEOUT_SECONDS,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`uds`: a unix socket to reach `url` through; `transport`: for tests (the app in-process)."""
         self.url = url
-        transport = httpx.HTTPTransport(uds=uds) if uds else None
+        if transport is None and uds:
+            transport = httpx.HTTPTransport(uds=uds)
         self._http = httpx.Client(
             base_url=url,
             transport=transport,
