@@ -12,6 +12,7 @@ import pytest
 from memframe.api.keysessions_app import create_keysessions_app
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable, NotFound
+from memframe.core.turns import RecallResult
 from memframe.core.types import Mode, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -136,7 +137,7 @@ def test_recall_withholds_when_the_service_goes_away_after_admission(
         admitted = a.admit(LOCAL_USER, "ws", "c", idempotency_key="t1", key_session_id=session, memory_state=None)
         assert a.recall("ws", admitted.credential).status is RecallStatus.PROVIDED
         switch.down = True  # the service is gone
-        assert a.recall("ws", admitted.credential) == (RecallStatus.UNAVAILABLE, 1, None)
+        assert a.recall("ws", admitted.credential) == RecallResult(RecallStatus.UNAVAILABLE, 1)
         assert person.save("# Memory\n- tea\n- scones\n", 1).version == 2
     finally:
         service.close()
