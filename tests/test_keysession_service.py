@@ -142,3 +142,14 @@ def test_recall_withholds_when_the_service_goes_away_after_admission(
     finally:
         service.close()
         store.close()
+
+
+def test_keysessions_beyond_loopback_needs_a_credential(capsys: pytest.CaptureFixture[str]) -> None:
+    from memframe.cli import main
+
+    assert main(["keysessions", "--listen", "0.0.0.0:0"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a credential" in err and "--credential-file" in err
+    with pytest.raises(SystemExit):
+        main(["serve", "--db", "x.db", "--workers", "0"])
+    assert "--workers is 1 to 64" in capsys.readouterr().err

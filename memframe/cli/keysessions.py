@@ -159,7 +159,7 @@ def wait_until_answering(store: Any, process: Any, seconds: float = START_SECOND
 
 def register(subparsers: Any, settings: Settings) -> None:
     """Add `keysessions` to the memframe command."""
-    from memframe.cli.server import _seconds
+    from memframe.cli.listening import seconds as _seconds
 
     p = subparsers.add_parser(
         "keysessions",

@@ -73,3 +73,14 @@ def announce(sock: socket.socket, args: argparse.Namespace, *, fresh: bool, user
             "warning: listening beyond this machine over plain HTTP; "
             "put TLS in front so tokens do not cross the network in clear."
         )
+
+
+def seconds(value: str) -> float:
+    """A duration in seconds: more than 0."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError("a duration is a finite number of seconds above 0")
+    return number

@@ -114,11 +114,19 @@ def shared_store(args: argparse.Namespace) -> Any:
 # --- one worker ----------------------------------------------------------------------------
 
 
-def _worker(sock: socket.socket, args: argparse.Namespace, store_spec: tuple[str, str | None, str | None]) -> None:
+def _worker(
+    sock: socket.socket,
+    args: argparse.Namespace,
+    store_spec: tuple[str, str | None, str | None],
+    open_service: Callable[..., Any],
+    serve_on: Callable[..., Any],
+) -> None:
     """A worker process: the service over the shared database and key-session service, served
-    by uvicorn on the socket serve bound. Its access lines name its pid."""
+    by uvicorn on the socket serve bound. Its access lines name its pid.
+
+    `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
+    the spawn pipe), so a worker serves exactly as one-process `serve` does."""
     from memframe.api.edge import access_logger
-    from memframe.cli.server import _serve_on, _service
     from memframe.service.keysession_client import RemoteKeySessions
 
     handler = logging.StreamHandler(sys.stdout)
@@ -132,8 +140,8 @@ def _worker(sock: socket.socket, args: argparse.Namespace, store_spec: tuple[str
     url, credential, uds = store_spec
     store = RemoteKeySessions(url, credential, uds=uds)
     try:
-        with _service(args, key_sessions=store) as service:
-            _serve_on(sock, service, args, fresh=False, say_serving=False)
+        with open_service(args, key_sessions=store) as service:
+            serve_on(sock, service, args, fresh=False, say_serving=False)
     finally:
         store.close()
 
@@ -144,8 +152,9 @@ def _worker(sock: socket.socket, args: argparse.Namespace, store_spec: tuple[str
 class _Supervisor:
     """serve's own process with several workers: starts, watches and stops its children."""
 
-    def __init__(self, args: argparse.Namespace, sock: socket.socket) -> None:
+    def __init__(self, args: argparse.Namespace, sock: socket.socket, serving: tuple[Callable[..., Any], ...]) -> None:
         self.args = args
+        self.serving = serving
         self.sock = sock
         self.context = multiprocessing.get_context("spawn")
         self.workers: list[Any] = []
@@ -185,7 +194,7 @@ class _Supervisor:
         # mapping proxy, which does not pickle, and secrets that need not cross the spawn pipe.
         args = argparse.Namespace(**{k: v for k, v in vars(self.args).items() if k != "settings"})
         process = self.context.Process(
-            target=_worker, args=(self.sock, args, self.spec), name=f"memframe-worker-{index + 1}"
+            target=_worker, args=(self.sock, args, self.spec, *self.serving), name=f"memframe-worker-{index + 1}"
         )
         process.start()
         return process
@@ -263,16 +272,22 @@ def _how(exitcode: int | None) -> str:
     return f"exited with status {exitcode}"
 
 
-def serve_workers(args: argparse.Namespace, announce: Callable[[socket.socket], None]) -> int:
+def serve_workers(
+    args: argparse.Namespace,
+    announce: Callable[[socket.socket], None],
+    open_service: Callable[..., Any],
+    serve_on: Callable[..., Any],
+) -> int:
     """Serve with `args.workers` processes on one listening socket until SIGINT/SIGTERM.
 
-    `announce(sock)` prints the serving line once the socket listens (the caller's, so one
-    worker and several say the same thing)."""
+    `announce(sock)` prints the serving line once the socket listens; `open_service(args, key_sessions=…)`
+    and `serve_on(sock, service, args, …)` are how each worker serves (the caller's, so one worker
+    and several serve alike)."""
     from memframe.cli.listening import listen
 
     sock = listen(args.host, args.port)
     try:
-        supervisor = _Supervisor(args, sock)
+        supervisor = _Supervisor(args, sock, (open_service, serve_on))
         previous = {sig: signal.signal(sig, supervisor.stop_on) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             announce(sock)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from memframe.cli.listening import announce as _announce
 from memframe.cli.listening import listen as _listen
+from memframe.cli.listening import seconds as _seconds
 from memframe.cli.options import Handler, add_model_options, model_client
 from memframe.cli.output import when
 from memframe.settings import Settings
@@ -166,7 +167,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers > 1:  # migrated (or refused as newer) here, once, before any worker starts
         with _service(args, create=True) as service:
             users = bool(service.accounts.users())
-        return serve_workers(args, lambda sock: _announce(sock, args, fresh=fresh, users=users))
+        return serve_workers(args, lambda sock: _announce(sock, args, fresh=fresh, users=users), _service, _serve_on)
     with _service(args, create=True, key_sessions=shared_store(args)) as service:  # a newer schema is refused here
         sock = _listen(args.host, args.port)
         try:
@@ -391,17 +392,6 @@ def register(subparsers: Any, settings: Settings) -> None:
         p.add_argument("workspace", metavar="WORKSPACE")
         p.add_argument("user", metavar="USER")
     leaf(members, "list", cmd_member_list, "list a workspace's members").add_argument("workspace", metavar="WORKSPACE")
-
-
-def _seconds(value: str) -> float:
-    """A duration in seconds: more than 0."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError("a duration is a finite number of seconds above 0")
-    return number
 
 
 def _port(value: str) -> int:
