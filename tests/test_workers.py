@@ -276,7 +276,8 @@ def test_a_worker_killed_in_a_burst_of_writes_loses_nothing_acknowledged(
 ) -> None:
     team = _team(database_for(engine, request, tmp_path))
     with served(tmp_path, team) as (serve, url):
-        pids = [int(p) for p in serve.wait_for(r"workers started \(pids (\d+), (\d+)\)").groups()]
+        started = serve.wait_for(r"workers started \(pids (\d+), (\d+), key-session service pid (\d+)\)")
+        pids = [int(p) for p in started.groups()]
         acknowledged: dict[tuple[str, int], str] = {}
         lock = threading.Lock()
         stop = threading.Event()
@@ -339,6 +340,17 @@ def test_a_worker_killed_in_a_burst_of_writes_loses_nothing_acknowledged(
             reader.set_ai(True)
             assert reader.send("chat", "remember: - after the kill").remembered
             assert "- after the kill" in reader.load().text
+            # serve's own key-session service killed: started again, knowing no key; the client opens a new session.
+            os.kill(pids[2], signal.SIGKILL)
+            serve.wait_for(rf"the key-session service \(pid {pids[2]}\) was killed by SIGKILL; starting it again")
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    assert "- after the kill" in reader.send("chat", "what now?").answer
+                    break
+                except KeySessionServiceDown:  # until it answers again
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
         finally:
             reader.close()
         assert serve.stop() == 0

@@ -207,7 +207,8 @@ class _Supervisor:
             self.start_keysessions()
         self.workers = [self.start_worker(i) for i in range(self.args.workers)]
         pids = ", ".join(str(w.pid) for w in self.workers)
-        print(f"memframe workers started (pids {pids})", flush=True)
+        ks = "" if self.keysessions is None else f", key-session service pid {self.keysessions.pid}"
+        print(f"memframe workers started (pids {pids}{ks})", flush=True)
         try:
             return self._watch()
         finally:
