@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing
+import os
 import secrets
 import shutil
 import signal
@@ -127,6 +128,7 @@ def _worker(
     `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
     the spawn pipe), so a worker serves exactly as one-process `serve` does."""
     from memframe.api.edge import access_logger
+    from memframe.core.errors import MemframeError
     from memframe.service.keysession_client import RemoteKeySessions
 
     handler = logging.StreamHandler(sys.stdout)
@@ -142,6 +144,9 @@ def _worker(
     try:
         with open_service(args, key_sessions=store) as service:
             serve_on(sock, service, args, fresh=False, say_serving=False)
+    except MemframeError as exc:  # e.g. the database unreachable at start: one line, and serve is told by our exit
+        _err(f"worker {os.getpid()}: {exc}")
+        sys.exit(1)
     finally:
         store.close()
 
