@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,13 @@ def cmd_keysessions(args: argparse.Namespace) -> int:
             "(Ctrl+C or SIGTERM stops it and forgets every key)",
             flush=True,
         )
+        if not is_loopback(str(bound_host)):
+            print(
+                "memframe: warning: keys cross the network in these requests over plain HTTP; "
+                "keep this port on a private network, or put TLS in front (servers take an https:// URL).",
+                file=sys.stderr,
+                flush=True,
+            )
         stopped = _serve_app(app, sock, args.log_level)
     finally:
         sock.close()

@@ -76,7 +76,8 @@ def add_options(serve: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URL",
         help="use the key-session service `memframe keysessions` runs at URL (http://HOST:PORT) "
-        "instead of keys in this server's RAM: for several hosts behind one load balancer",
+        "instead of keys in this server's RAM: for several hosts behind one load balancer "
+        "(its own --key-session-idle/-lifetime then apply)",
     )
     serve.add_argument(
         "--key-sessions-credential-file",
