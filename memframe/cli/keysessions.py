@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,7 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
     from memframe.service.keysessions import KeySessions
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # serve stops it, after its workers, with SIGTERM
+    stop_with_parent()
     sessions = KeySessions(time.time, idle_seconds=idle, lifetime_seconds=lifetime)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     with contextlib.suppress(FileNotFoundError):
@@ -145,6 +147,19 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
         _serve_app(create_keysessions_app(sessions, credential), sock)
     finally:
         sock.close()
+
+
+def stop_with_parent() -> None:
+    """SIGTERM ourselves (a graceful stop) if serve goes away without stopping us (killed by SIGKILL),
+    so no worker or key-session service is left serving on its own."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="memframe-parent-watch", daemon=True).start()
 
 
 def wait_until_answering(store: Any, process: Any, seconds: float = START_SECONDS) -> None:

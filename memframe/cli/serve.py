@@ -137,8 +137,10 @@ def _worker(
     access_logger.addHandler(handler)
     access_logger.setLevel(logging.INFO)
     access_logger.propagate = False
+    from memframe.cli.keysessions import stop_with_parent
     from memframe.settings import current
 
+    stop_with_parent()
     args.settings = current()
     url, credential, uds = store_spec
     store = RemoteKeySessions(url, credential, uds=uds)
@@ -207,15 +209,15 @@ class _Supervisor:
 
     def run(self) -> int:
         """Start everything, watch until a signal (or a crash loop), stop everything; the exit code."""
-        if self.args.key_sessions:
-            self.spec = (str(self.args.key_sessions), _credential(self.args), None)
-        else:
-            self.start_keysessions()
-        self.workers = [self.start_worker(i) for i in range(self.args.workers)]
-        pids = ", ".join(str(w.pid) for w in self.workers)
-        ks = "" if self.keysessions is None else f", key-session service pid {self.keysessions.pid}"
-        print(f"memframe workers started (pids {pids}{ks})", flush=True)
         try:
+            if self.args.key_sessions:
+                self.spec = (str(self.args.key_sessions), _credential(self.args), None)
+            else:
+                self.start_keysessions()
+            self.workers = [self.start_worker(i) for i in range(self.args.workers)]
+            pids = ", ".join(str(w.pid) for w in self.workers)
+            ks = "" if self.keysessions is None else f", key-session service pid {self.keysessions.pid}"
+            print(f"memframe workers started (pids {pids}{ks})", flush=True)
             return self._watch()
         finally:
             self._stop_all()
