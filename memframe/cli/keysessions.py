@@ -147,6 +147,9 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
         _serve_app(create_keysessions_app(sessions, credential), sock)
     finally:
         sock.close()
+        with contextlib.suppress(OSError):  # serve removes the directory too; this covers serve being killed
+            os.unlink(uds)
+            os.rmdir(os.path.dirname(uds))
 
 
 def stop_with_parent() -> None:
