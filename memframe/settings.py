@@ -14,6 +14,7 @@ then the built-in default. The environment variables:
 | `MEMFRAME_EXPORT_PASSPHRASE` | the passphrase for `memframe key export` / `import` |
 | `MEMFRAME_DB` | the server's database for `memframe serve` / `admin`: a SQLite file or a `postgresql://` URL |
 | `MEMFRAME_MODEL_KEY` | the API key sent to an OpenAI-compatible model server |
+| `MEMFRAME_KEYSESSIONS_CREDENTIAL` | the secret between servers and `memframe keysessions` (or `--credential-file`) |
 
 The config file keeps what a person would keep (TOML; every key optional)::
 
@@ -64,6 +65,7 @@ class Settings:
     - `remote_url`, `token`: a memframe server and its bearer token (None: the local embedded workspace).
     - `passphrase`, `export_passphrase`: passphrases for wrapped key files (environment only).
     - `db`: the server's database for `serve` and `admin` (None: `--db` is required).
+    - `keysessions_credential`: the secret servers and the key-session service share (environment only).
     - `model_url`, `model_name`, `model_key`: an OpenAI-compatible model server, the model to ask it
       for, and its API key (None url: the built-in scripted model).
     - `model_max_tokens`, `model_timeout`, `model_tool_choice`, `model_system_as_user`: how to call that
@@ -78,6 +80,7 @@ class Settings:
         "home",
         "home_from_env",
         "keymap",
+        "keysessions_credential",
         "model_key",
         "model_max_tokens",
         "model_name",
@@ -101,6 +104,7 @@ class Settings:
     passphrase: str | None
     export_passphrase: str | None
     db: str | None
+    keysessions_credential: str | None
     model_url: str | None
     model_name: str
     model_key: str | None
@@ -130,7 +134,7 @@ class Settings:
     __hash__ = None  # type: ignore[assignment]  # keymap is a mapping
 
     def __repr__(self) -> str:
-        secret = {"token", "passphrase", "export_passphrase", "model_key"}
+        secret = {"token", "passphrase", "export_passphrase", "model_key", "keysessions_credential"}
         shown = (f"{n}={'***' if n in secret and getattr(self, n) else repr(getattr(self, n))}" for n in self.__slots__)
         return f"Settings({', '.join(shown)})"
 
@@ -172,6 +176,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         passphrase=env.get("MEMFRAME_PASSPHRASE") or None,
         export_passphrase=env.get("MEMFRAME_EXPORT_PASSPHRASE") or None,
         db=db or None,
+        keysessions_credential=env.get("MEMFRAME_KEYSESSIONS_CREDENTIAL") or None,
         model_url=model.get("url"),
         model_name=model.get("name", DEFAULT_MODEL_NAME),
         model_key=env.get("MEMFRAME_MODEL_KEY") or None,

@@ -8,7 +8,8 @@ before argparse (`memframe.cli.history`).
 
 One module per command group: `memory` (init, show, save, history, diff, undo,
 clear, mode, the frame), `keys`, `assistant` (ai, chat, receipts, proposals),
-`server` (serve, admin) and `mcp`; `options` holds the options they share and
+`server` (serve, admin; `serve` for several workers, `listening`), `keysessions` and
+`mcp`; `options` holds the options they share and
 `output` the wording they share. Defaults come from `memframe.settings`.
 
 Every failure a person can cause prints one clear line on stderr and exits
@@ -59,7 +60,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     import argparse
 
     from memframe import settings as settings_module
-    from memframe.cli import assistant, keys, mcp, memory, server
+    from memframe.cli import assistant, keys, keysessions, mcp, memory, server
     from memframe.cli.options import workspace_options
 
     current = settings_module.current() if settings is None else settings
@@ -74,6 +75,7 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     keys.register(sub, common)
     assistant.register(sub, common, current)
     server.register(sub, current)
+    keysessions.register(sub, current)  # `keysessions`: the key-session service several servers share
     mcp.register(sub, common, current)  # `mcp`: notes + Assistant for MCP clients
     return parser
 

@@ -1,7 +1,8 @@
 """`memframe serve` and `memframe admin …`: running the service for a team.
 
-    memframe serve --db team.db [--host 127.0.0.1] [--port 8765]
+    memframe serve --db team.db [--host 127.0.0.1] [--port 8765] [--workers N]
                    [--key-session-idle 1800] [--key-session-lifetime 43200]
+                   [--key-sessions URL]     several workers or hosts: see cli/serve.py
     memframe admin user add|list …           people
     memframe admin token create|list|revoke  bearer tokens (shown once, stored hashed)
     memframe admin workspace create|list     workspaces (the owner becomes a member)
@@ -15,7 +16,6 @@ every command, a failure prints one line and exits non-zero.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import signal
 import socket
 import sys
@@ -24,6 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memframe.cli.listening import announce as _announce
+from memframe.cli.listening import listen as _listen
+from memframe.cli.listening import seconds as _seconds
 from memframe.cli.options import Handler, add_model_options, model_client
 from memframe.cli.output import when
 from memframe.settings import Settings
@@ -51,15 +54,6 @@ def _db_target(value: str) -> Path | str:
     return Path(value)
 
 
-def _shown(target: Path | str) -> str:
-    """The database as the serving line shows it: a PostgreSQL URL without its password."""
-    if isinstance(target, Path):
-        return str(target)
-    from memframe.service.pg import safe_location
-
-    return safe_location(target)
-
-
 def _db_parent(settings: Settings) -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
@@ -74,7 +68,7 @@ def _db_parent(settings: Settings) -> argparse.ArgumentParser:
 
 
 @contextmanager
-def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[MemoryService]:
+def _service(args: argparse.Namespace, *, create: bool = False, key_sessions: Any = None) -> Iterator[MemoryService]:
     """The service on `--db`; only commands that start a team's database may create the file,
     so a mistyped path is an error instead of a new, empty database."""
     from memframe.core.errors import NotFound
@@ -89,7 +83,7 @@ def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[Memo
         for name in ("key_session_idle", "key_session_lifetime")
         if (value := getattr(args, name, None)) is not None
     }
-    service = MemoryService(path, **lifetimes)
+    service = MemoryService(path, key_sessions=key_sessions, **lifetimes)
     try:
         yield service
     finally:
@@ -97,39 +91,6 @@ def _service(args: argparse.Namespace, *, create: bool = False) -> Iterator[Memo
 
 
 # --- serve -------------------------------------------------------------------------------
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind and listen before serving, so a taken port is one clear line rather than a uvicorn log."""
-    from memframe.core.errors import Unavailable
-
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        # Naming IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on such sockets.
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise Unavailable(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        # Listening now, before "serving … at URL" is printed: a client that connects at once
-        # waits in the backlog until uvicorn accepts, instead of being refused.
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        raise Unavailable(f"Cannot listen on {host}:{port}: {exc.strerror or exc}.") from None
-    return sock
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _Stopped:
@@ -164,15 +125,16 @@ def _log_to_stderr() -> None:
         logger.propagate = False
 
 
-def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namespace, *, fresh: bool) -> _Stopped:
-    """Run uvicorn on a bound socket until a signal; returns which signal stopped it."""
+def _serve_on(
+    sock: socket.socket, service: MemoryService, args: argparse.Namespace, *, fresh: bool, say_serving: bool = True
+) -> _Stopped:
+    """Run uvicorn on a bound socket until a signal; returns which signal stopped it.
+    A worker of several does not say it is serving: serve said it once."""
     import uvicorn
 
     from memframe.api import create_app
     from memframe.api.server import access_log_to_stdout, uvicorn_config
 
-    host, port = sock.getsockname()[:2]
-    url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
@@ -188,15 +150,8 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
     stopped = _Stopped(server)
     previous = {sig: signal.signal(sig, stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        state = "new database" if fresh else "database"
-        print(f"memframe serving {state} {_shown(args.db)} at {url} (Ctrl+C or SIGTERM stops it)", flush=True)
-        if not service.accounts.users():
-            _err("no users yet: add one with 'memframe admin user add NAME --db …' (works while serving).")
-        if not _is_loopback(str(host)):
-            _err(
-                "warning: listening beyond this machine over plain HTTP; "
-                "put TLS in front so tokens do not cross the network in clear."
-            )
+        if say_serving:
+            _announce(sock, args, fresh=fresh, users=bool(service.accounts.users()))
         server.run(sockets=[sock])
     finally:
         for sig, handler in previous.items():
@@ -206,8 +161,14 @@ def _serve_on(sock: socket.socket, service: MemoryService, args: argparse.Namesp
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT/SIGTERM; refuses a database written by a newer memframe."""
+    from memframe.cli.serve import serve_workers, shared_store
+
     fresh = isinstance(args.db, Path) and not args.db.exists()
-    with _service(args, create=True) as service:  # a newer schema is refused here, before binding
+    if args.workers > 1:  # migrated (or refused as newer) here, once, before any worker starts
+        with _service(args, create=True) as service:
+            users = bool(service.accounts.users())
+        return serve_workers(args, lambda sock: _announce(sock, args, fresh=fresh, users=users), _service, _serve_on)
+    with _service(args, create=True, key_sessions=shared_store(args)) as service:  # a newer schema is refused here
         sock = _listen(args.host, args.port)
         try:
             stopped = _serve_on(sock, service, args, fresh=fresh)
@@ -380,6 +341,9 @@ def register(subparsers: Any, settings: Settings) -> None:
         metavar="N",
         help="answer 503 and close connections beyond this many open at once (default: 512)",
     )
+    from memframe.cli.serve import add_options
+
+    add_options(serve)
     serve.set_defaults(handler=cmd_serve)
 
     admin = subparsers.add_parser(
@@ -428,17 +392,6 @@ def register(subparsers: Any, settings: Settings) -> None:
         p.add_argument("workspace", metavar="WORKSPACE")
         p.add_argument("user", metavar="USER")
     leaf(members, "list", cmd_member_list, "list a workspace's members").add_argument("workspace", metavar="WORKSPACE")
-
-
-def _seconds(value: str) -> float:
-    """A duration in seconds: more than 0."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not number > 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError("a duration is a finite number of seconds above 0")
-    return number
 
 
 def _port(value: str) -> int:

@@ -17,6 +17,7 @@
     ├── AIDisabled              409  workspace AI is off: nothing is sent to a model
     ├── ProposalRetired         409  a proposal made before a Clear cannot be applied
     ├── KeySessionUnavailable   409  the key session is closed, expired, evicted, revoked or unknown
+    │   └── KeySessionServiceDown 503  the key-session service cannot be reached: no key is usable now
     ├── DecryptionFailed        422  wrong key, tampered ciphertext, or moved ciphertext
     │   ├── ChainBroken         422  a version does not chain onto the one before it
     │   └── WrongKey            422  the key does not match the workspace's key check
@@ -250,6 +251,20 @@ class KeySessionUnavailable(MemframeError):
     def admission_refused(self) -> bool:
         """True when ingress refused the send before writing anything (safe to send again)."""
         return bool(self.details.get("admission_refused"))
+
+
+class KeySessionServiceDown(KeySessionUnavailable):
+    """The key-session service cannot be reached; nothing that needs the workspace key can run now (Saves still work).
+
+    Raised by the key-session client (`memframe keysessions`, or the one `memframe serve --workers N`
+    starts for its workers) when the service is down or refuses this server's credential. A kind of
+    `KeySessionUnavailable`, so everything that needs a key refuses as it does for a dead session:
+    sends and captures are refused, recall withholds with `unavailable`. Its own code and 503,
+    because opening a new session cannot help until the service is back.
+    """
+
+    code = "key_session_service_unavailable"
+    status = 503
 
 
 class DecryptionFailed(MemframeError):

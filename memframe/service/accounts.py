@@ -18,7 +18,7 @@ from memframe.service.db import Database
 
 TYPE_CHECKING = False  # not typing's: the CLI's cheap commands import accounts and must not load typing
 if TYPE_CHECKING:
-    from memframe.service.keysessions import KeySessions
+    from memframe.service.keysessions import KeySessionStore
 
 TOKEN_PREFIX = "mf_"
 #: The person who owns workspaces of the embedded local database.
@@ -48,7 +48,7 @@ def check_user_id(user_id: str) -> str:
 class Accounts:
     """People and membership; losing either ends the person's key sessions (`_revoke_sessions`)."""
 
-    def __init__(self, db: Database, key_sessions: KeySessions | None = None) -> None:
+    def __init__(self, db: Database, key_sessions: KeySessionStore | None = None) -> None:
         self.db = db
         self.key_sessions = key_sessions
 

@@ -19,7 +19,7 @@ from memframe.core.turns import AIConsent
 from memframe.core.types import Mode
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Database
-from memframe.service.keysessions import KeySessions
+from memframe.service.keysessions import KeySessionStore
 
 ADMISSION_SECONDS = 15 * 60
 CREDENTIAL_PREFIX = "cred_"
@@ -131,7 +131,7 @@ def write_admission(conn: sqlite3.Connection, admission: Admission, idempotency_
 class AssistantBase:
     """What every part of the Assistant service shares: storage, key sessions, credentials."""
 
-    def __init__(self, db: Database, accounts: Accounts, key_sessions: KeySessions) -> None:
+    def __init__(self, db: Database, accounts: Accounts, key_sessions: KeySessionStore) -> None:
         self.db = db
         self.accounts = accounts
         self.key_sessions = key_sessions

@@ -18,6 +18,7 @@ from memframe.core.errors import (
     AIDisabled,
     DecryptionFailed,
     InvalidInput,
+    KeySessionServiceDown,
     KeySessionUnavailable,
     NotFound,
     WrongKey,
@@ -194,7 +195,13 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         so another person's live session is indistinguishable from a dead one, and the client may
         open a fresh session of its own and send the same message again.
         """
-        info = self.key_sessions.describe(session_id)
+        try:
+            info = self.key_sessions.describe(session_id)
+        except KeySessionServiceDown:  # nothing admitted: the client may try again, and hears why
+            raise KeySessionServiceDown(
+                "The key-session service cannot be reached; nothing was admitted (Saves still work).",
+                admission_refused=True,
+            ) from None
         revoked = conn.execute(
             "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session_id,)
         ).fetchone()

@@ -5,6 +5,10 @@ while. Nothing here is ever written anywhere: a restart, an idle eviction or an
 expiry forgets the key. An explicit revocation is different: the service writes
 a durable `key_session_revocations` row first (which the commit fence reads),
 then calls `forget`.
+
+`KeySessionStore` is the seam: this in-process `KeySessions` (the default: `make run`, the
+local backend, a one-worker `memframe serve`) or `keysession_client.RemoteKeySessions`, which
+asks one key-session service process (`memframe keysessions`) that several workers or hosts share.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from memframe import crypto
 from memframe.core.errors import KeySessionUnavailable
@@ -29,6 +34,50 @@ SWEEP_SECONDS = 5.0
 
 #: Live key sessions one person may hold in one workspace; opening one more evicts their oldest.
 MAX_SESSIONS_PER_PERSON = 8
+
+
+class KeySessionStore(Protocol):
+    """Where the service keeps key sessions. Every method judges liveness now (idle time, expiry):
+    nothing may answer from a cached "it was live a moment ago", because the fence revalidates the
+    key session immediately before each batch."""
+
+    @property
+    def idle_seconds(self) -> float:
+        """How long an unused session keeps its key."""
+        ...
+
+    @property
+    def lifetime_seconds(self) -> float:
+        """How long any session keeps its key, used or not."""
+        ...
+
+    def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
+        """A new live session holding `key` for this person and workspace."""
+        ...
+
+    def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
+        """The key of a live session of this workspace (touching it), else KeySessionUnavailable."""
+        ...
+
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
+        """`crypto.opener` for the workspace's memory under a live session's key (as `resolve` judges)."""
+        ...
+
+    def describe(self, session_id: str) -> KeySessionInfo | None:
+        """The session's facts if it is live (no key), else None."""
+        ...
+
+    def forget(self, session_id: str) -> None:
+        """Drop the key now (after a revocation row, or an eviction); an unknown id is no error."""
+        ...
+
+    def sessions_of(self, user_id: str, workspace_id: str | None = None) -> list[tuple[str, str]]:
+        """(id, workspace) of a person's sessions, for revoking them when their access ends."""
+        ...
+
+    def __len__(self) -> int:
+        """How many sessions are live."""
+        ...
 
 
 @dataclass

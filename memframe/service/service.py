@@ -29,7 +29,12 @@ from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
-from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS, KeySessions
+from memframe.service.keysessions import (
+    DEFAULT_IDLE_SECONDS,
+    DEFAULT_LIFETIME_SECONDS,
+    KeySessions,
+    KeySessionStore,
+)
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 if TYPE_CHECKING:
@@ -58,11 +63,17 @@ class MemoryService:
         clock: Clock = time.time,
         key_session_idle: float = DEFAULT_IDLE_SECONDS,
         key_session_lifetime: float = DEFAULT_LIFETIME_SECONDS,
+        key_sessions: KeySessionStore | None = None,
     ) -> None:
         """`key_session_idle` and `key_session_lifetime` (seconds) bound how long a key stays in RAM:
-        unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`)."""
+        unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`).
+
+        `key_sessions` is where keys live when not in this process: a `RemoteKeySessions` that asks the
+        one key-session service several workers share (which then holds the idle time and lifetime)."""
         self.db = open_database(db_path, clock=clock)
-        self.key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
+        if key_sessions is None:
+            key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
+        self.key_sessions: KeySessionStore = key_sessions
         self.accounts = Accounts(self.db, self.key_sessions)
 
     @cached_property

@@ -1,0 +1,128 @@
+"""The key-session service: one process's `KeySessions`, reached over HTTP by every worker.
+
+The contract's KeySessions Durable Object: keys live in this process's RAM only, and every
+server (each `memframe serve` worker, or servers on several hosts) asks it, immediately before
+each batch, whether a session is live and what its key is. `memframe keysessions --listen`
+runs it alone; `memframe serve --workers N` runs one on a private unix socket for its workers.
+
+What it never does: write anything anywhere (a restart forgets every key), log a request (it
+has no access log at all: no session id, key or body reaches a line), or answer a caller
+without the shared credential (compared in constant time). Every call is a POST with a JSON
+body, so a session id is never part of a URL a proxy in between might log.
+
+    POST /v1/open         {workspace_id, user_id, key}  -> a session's facts
+    POST /v1/resolve      {session_id, workspace_id}    -> {key}  (touches it), or 409
+    POST /v1/describe     {session_id}                  -> {session: facts | null}
+    POST /v1/forget       {session_id}                  -> {}
+    POST /v1/sessions-of  {user_id, workspace_id}       -> {sessions: [[id, workspace], …]}
+    POST /v1/status       {}                            -> {live, idle_seconds, lifetime_seconds}
+
+Keys travel base64 in bodies; the credential is `Authorization: Bearer …`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from memframe.core.errors import KeySessionUnavailable
+from memframe.service.keysessions import KeySessions
+
+#: The largest body a call may send (a key is 44 base64 characters; ids are short).
+MAX_BODY_BYTES = 4096
+
+
+def _refusal(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+def _text(body: dict[str, Any], name: str, *, optional: bool = False) -> str | None:
+    value = body.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ValueError(name)
+    return value
+
+
+def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Starlette:
+    """The service over `sessions`, answering only callers that present `credential` (None: anyone
+    who can reach it, which `memframe keysessions` allows on loopback only)."""
+    if credential is not None and len(credential) < 16:
+        raise ValueError("the key-session service's credential must be at least 16 characters")
+    expected = None if credential is None else f"Bearer {credential}".encode()
+
+    def open_(body: dict[str, Any]) -> dict[str, Any]:
+        key = base64.b64decode(str(body.get("key", "")), validate=True)
+        if len(key) != 32:
+            raise ValueError("key")
+        info = sessions.open(str(_text(body, "workspace_id")), str(_text(body, "user_id")), key)
+        return asdict(info)
+
+    def resolve(body: dict[str, Any]) -> dict[str, Any]:
+        key = sessions.resolve(_text(body, "session_id"), str(_text(body, "workspace_id")))
+        return {"key": base64.b64encode(key).decode("ascii")}
+
+    def describe(body: dict[str, Any]) -> dict[str, Any]:
+        info = sessions.describe(str(_text(body, "session_id")))
+        return {"session": None if info is None else asdict(info)}
+
+    def forget(body: dict[str, Any]) -> dict[str, Any]:
+        sessions.forget(str(_text(body, "session_id")))
+        return {}
+
+    def sessions_of(body: dict[str, Any]) -> dict[str, Any]:
+        found = sessions.sessions_of(str(_text(body, "user_id")), _text(body, "workspace_id", optional=True))
+        return {"sessions": [list(pair) for pair in found]}
+
+    def status(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "live": len(sessions),
+            "idle_seconds": sessions.idle_seconds,
+            "lifetime_seconds": sessions.lifetime_seconds,
+        }
+
+    def route(call: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request], Awaitable[JSONResponse]]:
+        async def endpoint(request: Request) -> JSONResponse:
+            presented = request.headers.get("authorization", "").encode()
+            if expected is not None and not hmac.compare_digest(presented, expected):
+                return _refusal(401, "unauthorized", "This key-session service needs its credential.")
+            raw = await request.body()
+            if len(raw) > MAX_BODY_BYTES:
+                return _refusal(413, "too_large", "The request is larger than any call needs.")
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                return _refusal(422, "invalid_input", "The call's body is not JSON.")
+            try:
+                if not isinstance(body, dict):
+                    raise ValueError("body")
+                # On the event loop itself: every call is a dict look-up under a lock no one holds
+                # for longer than that, so a thread hop would only add latency to every batch.
+                return JSONResponse(call(body))
+            except KeySessionUnavailable as exc:
+                return JSONResponse(exc.to_payload(), status_code=409)
+            except (ValueError, binascii.Error) as exc:  # never echoes the body: it may hold a key
+                return _refusal(422, "invalid_input", f"The call's {exc or 'body'} is missing or malformed.")
+
+        return endpoint
+
+    calls = {
+        "open": open_,
+        "resolve": resolve,
+        "describe": describe,
+        "forget": forget,
+        "sessions-of": sessions_of,
+        "status": status,
+    }
+    return Starlette(routes=[Route(f"/v1/{name}", route(call), methods=["POST"]) for name, call in calls.items()])

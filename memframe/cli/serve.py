@@ -1,0 +1,311 @@
+"""`memframe serve --workers N` and `--key-sessions URL`: one server as several processes.
+
+    memframe serve --db team.db --workers 4
+    memframe serve --db postgresql://… --key-sessions http://10.0.0.5:8790 --key-sessions-credential-file F
+
+How the workers share the port. `serve` binds and listens once, then spawns N worker
+processes (multiprocessing's spawn: a fresh interpreter each, nothing of the parent's
+threads, database connections or locks inherited) that each run uvicorn on that same
+listening socket; the kernel hands every new connection to whichever worker accepts it first,
+so any request may land on any worker. We spawn them ourselves rather than use uvicorn's
+`workers=`: that needs an import string and an app factory, cannot carry our edge protocol
+class (made per run with its limits) into its children, and would leave us no place to start
+the key-session service before the workers and stop it after them.
+
+What the workers share, and what stays per worker (see ARCHITECTURE.md, "Several workers"):
+the database (SQLite in WAL, each batch `BEGIN IMMEDIATE`, so the file's own lock orders
+writers across processes; PostgreSQL, each batch under one advisory lock) and the key-session
+service (one process holding every key, asked before every batch). Per worker, and correct
+so: the writer lock and the group-commit queue (they only order this worker's batches before
+they reach the database's own lock), the `write_soon` receipt queue (a receipt commits before
+anything its own worker writes afterwards, which is where the turn that recalled it runs, and
+within milliseconds otherwise), and a client's seen heads (kept by the client, not the server).
+
+A worker that dies (a crash, the OOM killer, SIGKILL) is reported on stderr and replaced; its
+connections were cut, and a write it had not acknowledged either committed whole or not at all
+(one transaction per batch). Five deaths within a minute is a crash loop: serve stops every
+child and exits 1, saying so. A key-session service that dies is started again, which forgets
+every key: clients open new sessions, and until it is back every key-needing call is refused
+with KeySessionServiceDown. SIGINT/SIGTERM stops the workers (gracefully, then by force after
+15 s), then the key-session service, then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+#: Worker deaths within `CRASH_WINDOW` seconds that make serve give up instead of replacing them.
+CRASH_LIMIT = 5
+CRASH_WINDOW = 60.0
+#: How long a worker gets to finish its requests after SIGTERM before it is killed.
+STOP_SECONDS = 15.0
+#: The key-session service's address for our own workers (the socket's path is what matters).
+PRIVATE_URL = "http://keysessions"
+
+
+def _err(line: str) -> None:
+    print(f"memframe: {line}", file=sys.stderr, flush=True)
+
+
+def add_options(serve: argparse.ArgumentParser) -> None:
+    """`serve`'s options for several processes and a shared key-session service."""
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="worker processes sharing the port (default: 1, one process with keys in its own RAM); "
+        "with more, serve also runs a key-session service for them",
+    )
+    serve.add_argument(
+        "--key-sessions",
+        default=None,
+        metavar="URL",
+        help="use the key-session service `memframe keysessions` runs at URL (http://HOST:PORT) "
+        "instead of keys in this server's RAM: for several hosts behind one load balancer "
+        "(its own --key-session-idle/-lifetime then apply)",
+    )
+    serve.add_argument(
+        "--key-sessions-credential-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the secret that service expects (default: $MEMFRAME_KEYSESSIONS_CREDENTIAL)",
+    )
+
+
+def _workers(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of workers") from None
+    if not 1 <= number <= 64:
+        raise argparse.ArgumentTypeError("--workers is 1 to 64")
+    return number
+
+
+def shared_store(args: argparse.Namespace) -> Any:
+    """The `RemoteKeySessions` for `--key-sessions URL`, or None without it (keys in this process)."""
+    if not getattr(args, "key_sessions", None):
+        return None
+    from memframe.cli.keysessions import read_credential
+    from memframe.core.errors import InvalidInput
+    from memframe.service.keysession_client import RemoteKeySessions
+    from memframe.settings import current
+
+    url = str(args.key_sessions)
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"--key-sessions takes http://HOST:PORT, not {url!r}.")
+    return RemoteKeySessions(url, read_credential(args.key_sessions_credential_file, current()))
+
+
+# --- one worker ----------------------------------------------------------------------------
+
+
+def _worker(
+    sock: socket.socket,
+    args: argparse.Namespace,
+    store_spec: tuple[str, str | None, str | None],
+    open_service: Callable[..., Any],
+    serve_on: Callable[..., Any],
+) -> None:
+    """A worker process: the service over the shared database and key-session service, served
+    by uvicorn on the socket serve bound. Its access lines name its pid.
+
+    `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
+    the spawn pipe), so a worker serves exactly as one-process `serve` does."""
+    from memframe.api.edge import access_logger
+    from memframe.core.errors import MemframeError
+    from memframe.service.keysession_client import RemoteKeySessions
+
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     [worker %(process)d] %(message)s"))
+    access_logger.addHandler(handler)
+    access_logger.setLevel(logging.INFO)
+    access_logger.propagate = False
+    from memframe.cli.keysessions import stop_with_parent
+    from memframe.settings import current
+
+    stop_with_parent()
+    args.settings = current()
+    url, credential, uds = store_spec
+    store = RemoteKeySessions(url, credential, uds=uds)
+    try:
+        with open_service(args, key_sessions=store) as service:
+            serve_on(sock, service, args, fresh=False, say_serving=False)
+    except MemframeError as exc:  # e.g. the database unreachable at start: one line, and serve is told by our exit
+        _err(f"worker {os.getpid()}: {exc}")
+        sys.exit(1)
+    finally:
+        store.close()
+
+
+# --- the supervisor --------------------------------------------------------------------------
+
+
+class _Supervisor:
+    """serve's own process with several workers: starts, watches and stops its children."""
+
+    def __init__(self, args: argparse.Namespace, sock: socket.socket, serving: tuple[Callable[..., Any], ...]) -> None:
+        self.args = args
+        self.serving = serving
+        self.sock = sock
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[Any] = []
+        self.deaths: list[float] = []
+        self.signal: int | None = None
+        self.private_dir: str | None = None
+        self.keysessions: Any = None
+        self.spec: tuple[str, str | None, str | None]
+
+    def stop_on(self, signum: int, frame: Any) -> None:
+        self.signal = signum
+
+    def start_keysessions(self) -> None:
+        """Our own key-session service, on a unix socket in a directory only this user can enter."""
+        from memframe.cli.keysessions import run_private, wait_until_answering
+        from memframe.service.keysession_client import RemoteKeySessions
+        from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
+
+        if self.private_dir is None:
+            self.private_dir = tempfile.mkdtemp(prefix="memframe-keysessions-")  # mode 0700
+            self.spec = (PRIVATE_URL, secrets.token_urlsafe(32), str(Path(self.private_dir) / "ks.sock"))
+        _, credential, uds = self.spec
+        idle = self.args.key_session_idle or DEFAULT_IDLE_SECONDS
+        lifetime = self.args.key_session_lifetime or DEFAULT_LIFETIME_SECONDS
+        self.keysessions = self.context.Process(
+            target=run_private, args=(uds, credential, idle, lifetime), name="memframe-keysessions", daemon=True
+        )
+        self.keysessions.start()
+        probe = RemoteKeySessions(PRIVATE_URL, credential, uds=uds, timeout=1.0)
+        try:
+            wait_until_answering(probe, self.keysessions)
+        finally:
+            probe.close()
+
+    def start_worker(self, index: int) -> Any:
+        # The settings are read again in the worker (the same environment and file): they hold a
+        # mapping proxy, which does not pickle, and secrets that need not cross the spawn pipe.
+        args = argparse.Namespace(**{k: v for k, v in vars(self.args).items() if k != "settings"})
+        process = self.context.Process(
+            target=_worker, args=(self.sock, args, self.spec, *self.serving), name=f"memframe-worker-{index + 1}"
+        )
+        process.start()
+        return process
+
+    def run(self) -> int:
+        """Start everything, watch until a signal (or a crash loop), stop everything; the exit code."""
+        try:
+            if self.args.key_sessions:
+                self.spec = (str(self.args.key_sessions), _credential(self.args), None)
+            else:
+                self.start_keysessions()
+            self.workers = [self.start_worker(i) for i in range(self.args.workers)]
+            pids = ", ".join(str(w.pid) for w in self.workers)
+            ks = "" if self.keysessions is None else f", key-session service pid {self.keysessions.pid}"
+            print(f"memframe workers started (pids {pids}{ks})", flush=True)
+            return self._watch()
+        finally:
+            self._stop_all()
+
+    def _watch(self) -> int:
+        while self.signal is None:
+            watched = [w.sentinel for w in self.workers]
+            if self.keysessions is not None:
+                watched.append(self.keysessions.sentinel)
+            wait(watched, timeout=0.5)
+            if self.signal is not None:
+                break
+            for index, process in enumerate(self.workers):
+                if process.is_alive():
+                    continue
+                _err(f"worker {index + 1} (pid {process.pid}) {_how(process.exitcode)}; starting another.")
+                now = time.monotonic()
+                self.deaths = [t for t in self.deaths if now - t < CRASH_WINDOW] + [now]
+                if len(self.deaths) >= CRASH_LIMIT:
+                    _err(f"{CRASH_LIMIT} workers died within {CRASH_WINDOW:g} s; stopping (see the lines above).")
+                    return 1
+                self.workers[index] = self.start_worker(index)
+            if self.keysessions is not None and not self.keysessions.is_alive():
+                _err(
+                    f"the key-session service (pid {self.keysessions.pid}) {_how(self.keysessions.exitcode)}; "
+                    "starting it again: every key is forgotten, clients open new key sessions."
+                )
+                self.start_keysessions()
+        return 0
+
+    def _stop_all(self) -> None:
+        for process in self.workers:
+            if process.is_alive():
+                process.terminate()  # SIGTERM: uvicorn finishes the requests in flight
+        deadline = time.monotonic() + STOP_SECONDS
+        for process in self.workers:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        if self.keysessions is not None:
+            self.keysessions.terminate()
+            self.keysessions.join(5.0)
+            if self.keysessions.is_alive():
+                self.keysessions.kill()
+                self.keysessions.join()
+        if self.private_dir is not None:
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+def _credential(args: argparse.Namespace) -> str | None:
+    from memframe.cli.keysessions import read_credential
+    from memframe.settings import current
+
+    return read_credential(args.key_sessions_credential_file, current())
+
+
+def _how(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        return f"was killed by {signal.Signals(-exitcode).name}"
+    return f"exited with status {exitcode}"
+
+
+def serve_workers(
+    args: argparse.Namespace,
+    announce: Callable[[socket.socket], None],
+    open_service: Callable[..., Any],
+    serve_on: Callable[..., Any],
+) -> int:
+    """Serve with `args.workers` processes on one listening socket until SIGINT/SIGTERM.
+
+    `announce(sock)` prints the serving line once the socket listens; `open_service(args, key_sessions=…)`
+    and `serve_on(sock, service, args, …)` are how each worker serves (the caller's, so one worker
+    and several serve alike)."""
+    from memframe.cli.listening import listen
+
+    sock = listen(args.host, args.port)
+    try:
+        supervisor = _Supervisor(args, sock, (open_service, serve_on))
+        previous = {sig: signal.signal(sig, supervisor.stop_on) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            announce(sock)
+            code = supervisor.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    finally:
+        sock.close()
+    how = f" on {signal.Signals(supervisor.signal).name}" if supervisor.signal else ""
+    print(f"memframe stopped{how}; the database is closed.", flush=True)
+    return code
