@@ -31,6 +31,9 @@ class Settings:
     storage_revisions: tuple[int, ...] = (1000, 10_000)
     open_samples: int = 300
     scale_revisions: int = 100_000
+    #: The team figures: seconds of recall per level of concurrency; Saves at 64 clients (fewer below).
+    team_seconds: float = 3.0
+    team_saves: int = 1280
 
 
 FULL = Settings(mode="full")
@@ -57,4 +60,6 @@ QUICK = Settings(
     storage_revisions=(70,),
     open_samples=10,
     scale_revisions=150,
+    team_seconds=0.3,
+    team_saves=128,
 )

@@ -94,6 +94,10 @@ class Database:
 
     #: Which statements of a migration this engine runs (see `memframe.service.migrations`).
     dialect = "sqlite"
+    #: Reads are local: a snapshot of a file this process has open, answered in microseconds and never
+    #: waiting on a writer (WAL) or a network. The HTTP layer runs such reads on its event loop, where a
+    #: trip through the thread pool would cost more than the read; PostgreSQL's reads cross a network.
+    local_reads = True
     #: What a constraint refusing a write (the fence's CHECK, a UNIQUE) raises on this engine.
     integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
     #: Every error of this engine's driver, and those among them that are not the storage failing:

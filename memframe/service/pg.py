@@ -121,6 +121,7 @@ class PostgresDatabase(Database):
     """A PostgreSQL database through a connection pool; see the module docstring for the locking."""
 
     dialect = "postgresql"
+    local_reads = False  # every read is a round trip to the server: the HTTP layer runs it on a thread
     integrity_errors = (psycopg.IntegrityError,)
     _driver_errors = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
     #: A constraint, a programming mistake, or a value PostgreSQL cannot hold (a NUL in a text).
