@@ -45,7 +45,7 @@ import psycopg_pool
 from psycopg import pq
 
 from memframe.core.errors import Unavailable
-from memframe.service.db import Clock, Database
+from memframe.service.db import Clock, Database, refuse_nul
 
 #: The advisory lock every write batch holds (an arbitrary constant: "memframe" in ASCII).
 WRITE_LOCK = 0x6D656D6672616D65
@@ -90,6 +90,7 @@ class _PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> psycopg.Cursor[Any]:
         if not params:
             return self.raw.execute(sql)
+        refuse_nul(params)  # PostgreSQL's TEXT cannot hold NUL: the one clear error SQLite gives too
         return self.raw.execute(to_psycopg(sql), params)
 
     @property
