@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -359,87 +359,120 @@ def save_figures_for(curve: Curve, old: Curve, where: str) -> list[Figure]:
     return figures
 
 
-def _recall_curve(server: Served, label: str, s: Settings) -> Curve:
-    loads = {}
-    for clients in LEVELS:
-        loads[clients] = _checked(recall_load(server, clients, s.team_seconds), f"recall, {label}, {clients} clients")
-        log(f"  recall, {label}, {clients:2} clients: {loads[clients].rate:7,.0f}/s, p99 "
-            f"{ms(percentile(loads[clients].latencies, 99)):6.1f} ms")  # fmt: skip
-    return Curve(label, loads)
+def _merged(loads: list[Load]) -> Load:
+    """Several rounds of one load as one: their answers over their summed time."""
+    out = Load(loads[0].connections, sum(load.elapsed for load in loads))
+    for load in loads:
+        out.latencies += load.latencies
+        out.failures += load.failures
+    return out
 
 
-def _save_curve(server: Served, label: str, s: Settings, levels: tuple[int, ...] = LEVELS) -> Curve:
-    loads = {}
-    for clients in levels:
-        saves = s.team_saves * clients // LEVELS[-1] if clients > 1 else s.team_saves // 4
-        loads[clients] = _checked(save_load(server, clients, max(saves, 2 * clients)), f"saves, {label}, {clients}")
-        log(f"  saves, {label}, {clients:2} clients: {loads[clients].rate:7,.0f}/s, p99 "
-            f"{ms(percentile(loads[clients].latencies, 99)):6.1f} ms")  # fmt: skip
-    return Curve(label, loads)
+def _saves_per_round(s: Settings, clients: int) -> int:
+    return max(s.team_saves_min, clients * s.team_saves_per_client)
 
 
-def _engine_figures(tmp: Path, s: Settings, engine: str, new_db: Callable[[str], str]) -> tuple[list[Figure], Curve]:
+def _measure(
+    servers: dict[str, Served], old: Served | None, s: Settings
+) -> tuple[Load, dict[str, Curve], Curve, Curve]:
+    """Every load of one engine, interleaved round by round so a noisy neighbour slows all alike:
+    each round runs the no-op, then recall at every level on every server in `servers` (one worker,
+    two), then Saves at every level on the first of them and, at one client and at the top level,
+    on `old` (the save path without group commit). Returns the no-op, the recall curves, and the
+    two save curves (new, old)."""
+    top = LEVELS[-1]
+    first = next(iter(servers.values()))
+    noop: list[Load] = []
+    recalls: dict[str, dict[int, list[Load]]] = {name: {c: [] for c in LEVELS} for name in servers}
+    saves: dict[int, list[Load]] = {c: [] for c in LEVELS}
+    olds: dict[int, list[Load]] = {1: [], top: []}
+    seconds = s.team_seconds / s.team_rounds
+    for server in (*servers.values(), *([old] if old else [])):
+        _checked(recall_load(server, 4, seconds), "warm-up")
+    for _ in range(s.team_rounds):
+        noop.append(_checked(noop_load(first, 1, seconds), "GET /healthz"))
+        for clients in LEVELS:
+            for name, server in servers.items():
+                recalls[name][clients].append(_checked(recall_load(server, clients, seconds), f"recall, {name}"))
+        for clients in LEVELS:
+            n = _saves_per_round(s, clients)
+            saves[clients].append(_checked(save_load(first, clients, n), f"saves, {clients} clients"))
+            if old is not None and clients in olds:
+                olds[clients].append(_checked(save_load(old, clients, n), f"old saves, {clients} clients"))
+    curves = {name: Curve(name, {c: _merged(v) for c, v in levels.items()}) for name, levels in recalls.items()}
+    new_saves = Curve("saves", {c: _merged(v) for c, v in saves.items()})
+    old_saves = Curve("one fsync per Save", {c: _merged(v) for c, v in olds.items() if v})
+    noop_load_ = _merged(noop)
+    log(f"  GET /healthz, 1 client: {noop_load_.rate:,.0f}/s")
+    for name, curve in curves.items():
+        for c in LEVELS:
+            log(f"  recall, {name}, {c:2} clients: {curve.rate(c):7,.0f}/s, p99 {curve.p99_ms(c):6.1f} ms")
+    for label, curve in (("group commit", new_saves), ("one fsync per Save", old_saves)):
+        for c in curve.loads:
+            log(f"  saves, {label}, {c:2} clients: {curve.rate(c):7,.0f}/s, p99 {curve.p99_ms(c):6.1f} ms")
+    return noop_load_, curves, new_saves, old_saves
+
+
+def _engine_figures(
+    tmp: Path, s: Settings, engine: str, new_db: Callable[[str], str], *, two_workers: bool = False
+) -> list[Figure]:
+    """The figures of one engine: recall and Saves at every level with one worker, the old save path
+    beside them, and (with `two_workers`) recall with two workers beside one."""
     count = LEVELS[-1]
     where = f"{engine}, 1 worker"
-    with served(tmp, f"{engine}-1w", new_db(f"{engine}-1w"), count) as server:
-        _checked(recall_load(server, 4, s.team_seconds / 2), "warm-up")
-        noop = _checked(noop_load(server, 1, s.team_seconds), "GET /healthz")
-        log(f"  GET /healthz, 1 client: {noop.rate:,.0f}/s")
-        recall = _recall_curve(server, where, s)
-        saves = _save_curve(server, where, s)
-    with served(tmp, f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True) as server:
-        old = _save_curve(server, f"{engine}, one fsync per Save", s, levels=(1, LEVELS[-1]))
-    figures = recall_figures_for(recall, noop, where) + save_figures_for(saves, old, engine)
-    return figures, recall
-
-
-def _workers_figures(tmp: Path, s: Settings, one: Curve, new_db: Callable[[str], str]) -> list[Figure]:
-    top = LEVELS[-1]
-    name = f"recall/s over HTTP, SQLite, 2 workers, {top} clients"
-    if not workers_supported():
-        log("  two workers: not measured (this memframe serve has no --workers)")
-        return [
-            Figure(
-                name=name,
-                value=0.0,
-                unit="/s",
-                aim="≥ 1.6× one worker",
-                aim_op="ratio>=",
-                aim_limit=1.6,
-                floor=one.rate(top),
-                floor_name=f"1 worker, {top} clients",
-                note="NOT MEASURED: this memframe serve has no --workers option yet",
+    with ExitStack() as running:
+        servers = {where: running.enter_context(served(tmp, f"{engine}-1w", new_db(f"{engine}-1w"), count))}
+        if two_workers:
+            servers[f"{engine}, 2 workers"] = running.enter_context(
+                served(tmp, f"{engine}-2w", new_db(f"{engine}-2w"), count, workers=2)
             )
-        ]
-    with served(tmp, "sqlite-2w", new_db("sqlite-2w"), top, workers=2) as server:
-        _checked(recall_load(server, 4, s.team_seconds / 2), "warm-up")
-        two = _recall_curve(server, "SQLite, 2 workers", s)
-    figures = []
-    for clients in LEVELS:
-        figures.append(
-            _rate_figure(
-                f"recall/s over HTTP, SQLite, 2 workers, {clients} client{'s' if clients > 1 else ''}",
-                two.rate(clients),
-                two.loads[clients],
-                aim="≥ 1.6× one worker" if clients == top else "≥ 0.9× one worker",
-                limit=1.6 if clients == top else 0.9,
-                floor=one.rate(clients),
-                floor_name=f"1 worker, {clients} client{'s' if clients > 1 else ''}",
-            )
-        )
+        old = running.enter_context(served(tmp, f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True))
+        noop, recalls, saves, old_saves = _measure(servers, old, s)
+    figures = recall_figures_for(recalls[where], noop, where) + save_figures_for(saves, old_saves, engine)
+    if two_workers:
+        figures += _two_worker_figures(recalls[f"{engine}, 2 workers"], recalls[where], engine)
     return figures
 
 
-def team_figures(tmp: Path, s: Settings) -> list[Figure]:
-    def sqlite_db(name: str) -> str:
-        return str(tmp / f"team-{name}.db")
+def _two_worker_figures(two: Curve, one: Curve, engine: str) -> list[Figure]:
+    top = LEVELS[-1]
+    return [
+        _rate_figure(
+            f"recall/s over HTTP, {engine}, 2 workers, {clients} client{'s' if clients > 1 else ''}",
+            two.rate(clients),
+            two.loads[clients],
+            aim="≥ 1.6× one worker" if clients == top else "≥ 0.9× one worker",
+            limit=1.6 if clients == top else 0.9,
+            floor=one.rate(clients),
+            floor_name=f"1 worker, {clients} client{'s' if clients > 1 else ''}",
+        )
+        for clients in LEVELS
+    ]
 
-    figures, sqlite_recall = _engine_figures(tmp, s, "SQLite", sqlite_db)
-    workers = _workers_figures(tmp, s, sqlite_recall, sqlite_db)
+
+def _not_measured_two_workers(engine: str) -> Figure:
+    top = LEVELS[-1]
+    return Figure(
+        name=f"recall/s over HTTP, {engine}, 2 workers, {top} clients",
+        value=0.0,
+        unit="/s",
+        aim="≥ 1.6× one worker",
+        aim_op="ratio>=",
+        aim_limit=1.6,
+        note="NOT MEASURED: this memframe serve has no --workers option",
+    )
+
+
+def team_figures(tmp: Path, s: Settings) -> list[Figure]:
+    workers = workers_supported()
+    if not workers:
+        log("  two workers: not measured (this memframe serve has no --workers)")
+    figures = _engine_figures(tmp, s, "SQLite", lambda name: str(tmp / f"team-{name}.db"), two_workers=workers)
+    if not workers:
+        figures.append(_not_measured_two_workers("SQLite"))
     with postgres(tmp) as fresh:
         if fresh is None:
             log("  PostgreSQL: not measured (no PostgreSQL installed here)")
         else:
-            pg_figures, _ = _engine_figures(tmp, s, "PostgreSQL", lambda name: fresh())
-            figures += pg_figures
-    return figures + workers
+            figures += _engine_figures(tmp, s, "PostgreSQL", lambda name: fresh())
+    return figures
