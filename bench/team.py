@@ -373,13 +373,14 @@ def _saves_per_round(s: Settings, clients: int) -> int:
 
 
 def _measure(
-    servers: dict[str, Served], old: Served | None, s: Settings
+    servers: dict[str, Served], new: Served, old: Served, s: Settings
 ) -> tuple[Load, dict[str, Curve], Curve, Curve]:
     """Every load of one engine, interleaved round by round so a noisy neighbour slows all alike:
     each round runs the no-op, then recall at every level on every server in `servers` (one worker,
-    two), then Saves at every level on the first of them and, at one client and at the top level,
-    on `old` (the save path without group commit). Returns the no-op, the recall curves, and the
-    two save curves (new, old)."""
+    two), then Saves at every level on `new` and, at one client and at the top level, on `old` (the
+    save path without group commit), the two in turn first. `new` and `old` serve Saves only, so
+    neither carries the other loads' receipts. Returns the no-op, the recall curves, and the two
+    save curves (new, old)."""
     top = LEVELS[-1]
     first = next(iter(servers.values()))
     noop: list[Load] = []
@@ -387,18 +388,18 @@ def _measure(
     saves: dict[int, list[Load]] = {c: [] for c in LEVELS}
     olds: dict[int, list[Load]] = {1: [], top: []}
     seconds = s.team_seconds / s.team_rounds
-    for server in (*servers.values(), *([old] if old else [])):
+    for server in (*servers.values(), new, old):
         _checked(recall_load(server, 4, seconds), "warm-up")
-    for _ in range(s.team_rounds):
+    for round_ in range(s.team_rounds):
         noop.append(_checked(noop_load(first, 1, seconds), "GET /healthz"))
         for clients in LEVELS:
             for name, server in servers.items():
                 recalls[name][clients].append(_checked(recall_load(server, clients, seconds), f"recall, {name}"))
         for clients in LEVELS:
             n = _saves_per_round(s, clients)
-            saves[clients].append(_checked(save_load(first, clients, n), f"saves, {clients} clients"))
-            if old is not None and clients in olds:
-                olds[clients].append(_checked(save_load(old, clients, n), f"old saves, {clients} clients"))
+            pairs = [(new, saves)] + ([(old, olds)] if clients in olds else [])
+            for server, into in pairs if round_ % 2 == 0 else reversed(pairs):
+                into[clients].append(_checked(save_load(server, clients, n), f"saves, {clients} clients"))
     curves = {name: Curve(name, {c: _merged(v) for c, v in levels.items()}) for name, levels in recalls.items()}
     new_saves = Curve("saves", {c: _merged(v) for c, v in saves.items()})
     old_saves = Curve("one fsync per Save", {c: _merged(v) for c, v in olds.items() if v})
@@ -427,7 +428,8 @@ def _engine_figures(
                 served(tmp, f"{engine}-2w", new_db(f"{engine}-2w"), count, workers=2)
             )
         old = running.enter_context(served(tmp, f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True))
-        noop, recalls, saves, old_saves = _measure(servers, old, s)
+        new = running.enter_context(served(tmp, f"{engine}-saves", new_db(f"{engine}-saves"), count))
+        noop, recalls, saves, old_saves = _measure(servers, new, old, s)
     figures = recall_figures_for(recalls[where], noop, where) + save_figures_for(saves, old_saves, engine)
     if two_workers:
         figures += _two_worker_figures(recalls[f"{engine}, 2 workers"], recalls[where], engine)
