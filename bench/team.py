@@ -302,7 +302,7 @@ def recall_figures_for(curve: Curve, noop: Load, where: str) -> list[Figure]:
         elif clients == LEVELS[-1]:
             figure = _rate_figure(
                 name, load.rate, load, aim="≥ 0.9× its peak", limit=0.9, floor=peak,
-                floor_name=f"its peak ({peak_at} clients)",
+                floor_name=f"its peak ({peak_at} client{'s' if peak_at > 1 else ''})",
             )  # fmt: skip
         else:
             below = LEVELS[i - 1]
