@@ -13,7 +13,7 @@ from bench.harness import Figure, log, machine, render_text, write_results
 from bench.settings import FULL, QUICK, Settings
 
 HERE = Path(__file__).resolve().parent
-STAGES = ("recall", "writes", "history", "frame", "storage")
+STAGES = ("recall", "writes", "team", "history", "frame", "storage")
 SCALE = ("scale",)
 
 
@@ -47,6 +47,7 @@ def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> 
     from bench.history import big_home, history_figures
     from bench.recall import recall_figures, scale_figures
     from bench.storage import storage_figures
+    from bench.team import team_figures
     from bench.writes import write_figures
 
     host = machine(settings.mode)
@@ -67,6 +68,7 @@ def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> 
 
         stage("recall", lambda: recall_figures(tmp, settings))
         stage("writes", lambda: write_figures(tmp, settings))
+        stage("team", lambda: team_figures(tmp, settings))
         if "history" in stages or "frame" in stages:
             home, ws, head = big_home(tmp, settings)
         stage("history", lambda: history_figures(tmp, settings, home, ws))

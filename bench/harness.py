@@ -102,6 +102,8 @@ class Figure:
     samples: int | None = None
     checks: dict[str, bool] = field(default_factory=dict)
     note: str = ""
+    #: For a rate: the 99th percentile of its requests' latencies, in milliseconds.
+    latency_p99_ms: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -121,7 +123,7 @@ class Figure:
         data = asdict(self)
         data["ratio"] = None if self.ratio is None else round(self.ratio, 3)
         data["met"] = self.met
-        for key in ("value", "p99", "floor", "floor_p99"):
+        for key in ("value", "p99", "floor", "floor_p99", "latency_p99_ms"):
             if isinstance(data[key], float):
                 data[key] = round(data[key], 4)
         order = ["name", "value", "unit", "floor", "ratio", "aim", "met"]
@@ -211,7 +213,8 @@ def table(figures: list[Figure]) -> list[list[str]]:
         met = "yes" if f.met else "**no**"
         if f.checks:
             met += " (" + ", ".join(f"{k}: {'ok' if v else 'FAILED'}" for k, v in f.checks.items()) + ")"
-        rows.append([f.name, num(f.value, f.unit), num(f.p99, f.unit), floor, ratio, f.aim, met])
+        p99 = num(f.p99, f.unit) if f.latency_p99_ms is None else num(f.latency_p99_ms, "ms")
+        rows.append([f.name, num(f.value, f.unit), p99, floor, ratio, f.aim, met])
     return rows
 
 

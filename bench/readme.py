@@ -36,7 +36,10 @@ def render(results: dict[str, object]) -> str:
         floor = "—" if f["floor"] is None else f"{f['floor_name']}: {num(f['floor'], f['unit'])}"
         ratio = "—" if f["ratio"] is None else f"{f['ratio']:.2f}×"
         verdict = "yes" if f["met"] else "**no**"
-        cells = [f["name"], num(f["value"], f["unit"]), floor, ratio, f["aim"], verdict]
+        value = num(f["value"], f["unit"])
+        if f.get("latency_p99_ms") is not None:  # a rate: its requests' p99 beside it
+            value += f" (p99 {num(f['latency_p99_ms'], 'ms')})"
+        cells = [f["name"], value, floor, ratio, f["aim"], verdict]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 

@@ -31,6 +31,12 @@ class Settings:
     storage_revisions: tuple[int, ...] = (1000, 10_000)
     open_samples: int = 300
     scale_revisions: int = 100_000
+    #: The team figures: rounds (every load interleaved in each), seconds of recall per level in all,
+    #: and Saves per round at each level: this many per client, at least `team_saves_min`.
+    team_rounds: int = 4
+    team_seconds: float = 3.0
+    team_saves_per_client: int = 8
+    team_saves_min: int = 60
 
 
 FULL = Settings(mode="full")
@@ -57,4 +63,8 @@ QUICK = Settings(
     storage_revisions=(70,),
     open_samples=10,
     scale_revisions=150,
+    team_rounds=1,
+    team_seconds=0.3,
+    team_saves_per_client=2,
+    team_saves_min=4,
 )

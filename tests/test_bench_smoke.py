@@ -53,6 +53,10 @@ def test_the_bench_runs_quickly_end_to_end_and_writes_every_figure(tmp_path: Pat
         "fence landed captures/s",
         "frame peak RSS",
         "frame longest UI stall",
+        "recall/s over HTTP, SQLite, 1 worker, 64 clients",
+        "saves/s over HTTP, SQLite, 64 clients",
+        "save p99 over HTTP, SQLite, 64 clients",
+        "recall/s over HTTP, SQLite, 2 workers",
     ):
         assert any(expected in name for name in names), f"{expected!r} is missing from {names}"
     for figure in results["figures"]:

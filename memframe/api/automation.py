@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 
-from memframe.api.deps import Credential, FilePath, Service, WorkspaceId
+from memframe.api.deps import Credential, FilePath, Service, WorkspaceId, local_or_threaded
 from memframe.api.responses import error_responses
 from memframe.wire.assistant import ProposalOut
 from memframe.wire.automation import (
@@ -49,14 +49,16 @@ async def read_memory(
     """`recall`: what the next model call may see, judged now and recorded as a receipt.
     `current`: the current text, to turn a refused capture into a proposal (refused when Off)."""
     # Recall runs before every model call. It reads one snapshot on an open connection and
-    # queues its receipt instead of waiting for an fsync, so it runs on the event loop: a trip
-    # through the thread pool would cost more than the read. The reply is serialised once by
-    # its own model rather than validated again by FastAPI.
+    # queues its receipt instead of waiting for an fsync, so on SQLite it runs on the event loop:
+    # a trip through the thread pool would cost more than the read. On PostgreSQL the read is a
+    # round trip to the server, so it runs on a thread and recalls overlap their waits
+    # (`local_or_threaded`). The reply is serialised once by its own model rather than validated
+    # again by FastAPI.
     if purpose == "current":
-        version, text = service.assistant.current_memory(workspace_id, credential)
+        version, text = await local_or_threaded(service, service.assistant.current_memory, workspace_id, credential)
         out: RecallOut | CurrentMemoryOut = CurrentMemoryOut(version=version, text=text)
     else:
-        result = service.assistant.recall(workspace_id, credential)
+        result = await local_or_threaded(service, service.assistant.recall, workspace_id, credential)
         out = RecallOut.model_validate(result)
     return Response(out.model_dump_json(), media_type="application/json")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Query
+from starlette.concurrency import run_in_threadpool
 
 from memframe.api.deps import FilePath, Service, User, WorkspaceId
 from memframe.api.responses import error_responses
@@ -67,7 +68,7 @@ def get_file(workspace_id: WorkspaceId, path: FilePath, user: User, service: Ser
 
 
 @router.put("/files/{path:path}", responses=error_responses(401, 404, 409, 413, 422))
-def put_file(
+async def put_file(
     workspace_id: WorkspaceId,
     path: FilePath,
     body: PutFileIn,
@@ -82,7 +83,10 @@ def put_file(
     A stale base is a 409 `version_conflict` naming `current_version`; a deleted
     document is a 409 `document_deleted` unless X-Revive is set. Nothing is written then.
     """
-    info = service.put_file(
+    # Async, with the write itself on a thread (it waits for its group's commit and fsync): a sync
+    # route would cost a second trip through the thread pool, to validate the answer.
+    info = await run_in_threadpool(
+        service.put_file,
         user,
         workspace_id,
         path,
@@ -96,11 +100,12 @@ def put_file(
 
 
 @router.delete("/files/{path:path}", responses=error_responses(401, 404, 409, 422))
-def delete_file(
+async def delete_file(
     workspace_id: WorkspaceId, path: FilePath, base_version: BaseVersion, user: User, service: Service
 ) -> VersionOut:
     """Write a tombstone version; history stays and the text of older revisions remains readable."""
-    return VersionOut.model_validate(service.delete_file(user, workspace_id, path, base_version))
+    info = await run_in_threadpool(service.delete_file, user, workspace_id, path, base_version)
+    return VersionOut.model_validate(info)
 
 
 @router.get("/history/{path:path}", responses=error_responses(401, 404, 422))

@@ -144,12 +144,12 @@ class Accounts:
         """The user a bearer token speaks for; any failure is one indistinct Unauthorized."""
         if not token:
             raise Unauthorized("A token is required.")
-        with self.db.read() as conn:
-            row = conn.execute(
-                "SELECT user_id FROM tokens WHERE token_hash = ? AND revoked_at IS NULL"
-                " AND (expires_at IS NULL OR expires_at > ?)",
-                (_hash(token), self.db.clock()),
-            ).fetchone()
+        # One statement, its own snapshot: no BEGIN and COMMIT around it (every person's request runs this).
+        row = self.db.read_row(
+            "SELECT user_id FROM tokens WHERE token_hash = ? AND revoked_at IS NULL"
+            " AND (expires_at IS NULL OR expires_at > ?)",
+            (_hash(token), self.db.clock()),
+        )
         if row is None:
             raise Unauthorized("The token is not valid.")
         return str(row[0])

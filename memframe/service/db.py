@@ -74,8 +74,35 @@ def migrations() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+#: What a NUL character in text gets, on every engine: PostgreSQL cannot store one in a TEXT column
+#: (SQLite can), so both refuse it before the statement runs and behave alike.
+NUL_IN_TEXT = "Text sent to memframe cannot contain a NUL character (\\x00); nothing was read or written."
+
+
+def refuse_nul(params: Sequence[Any] | dict[str, Any]) -> None:
+    """InvalidInput if any text among a statement's parameters holds a NUL character.
+
+    Every name, id, label, key or path a person or a client sends reaches the database as a
+    parameter, so this one check covers them all, on both engines, before either sees the value:
+    a lookup by such a value and a write of one fail alike with one clear line, and nothing is
+    written (the batch it was part of rolls back). Ciphertext is bytes and may hold any byte.
+    """
+    for value in params.values() if isinstance(params, dict) else params:
+        if type(value) is str and "\x00" in value:
+            raise InvalidInput(NUL_IN_TEXT)
+
+
+class _Connection(sqlite3.Connection):
+    """A SQLite connection that refuses NUL in text parameters, as the PostgreSQL engine does."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] | dict[str, Any] = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        if parameters:
+            refuse_nul(parameters)
+        return super().execute(sql, parameters)
+
+
 def _connect(path: Path, *pragmas: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0, factory=_Connection)
     try:
         for pragma in ("busy_timeout = 10000", "foreign_keys = ON", "synchronous = FULL", *pragmas):
             conn.execute(f"PRAGMA {pragma}")
@@ -94,6 +121,10 @@ class Database:
 
     #: Which statements of a migration this engine runs (see `memframe.service.migrations`).
     dialect = "sqlite"
+    #: Reads are local: a snapshot of a file this process has open, answered in microseconds and never
+    #: waiting on a writer (WAL) or a network. The HTTP layer runs such reads on its event loop, where a
+    #: trip through the thread pool would cost more than the read; PostgreSQL's reads cross a network.
+    local_reads = True
     #: What a constraint refusing a write (the fence's CHECK, a UNIQUE) raises on this engine.
     integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
     #: Every error of this engine's driver, and those among them that are not the storage failing:

@@ -84,12 +84,15 @@ class DocumentsMixin(AssistantBase):
         """Create (base 0) or update a note against its exact current version."""
         path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
-        with self.db.write() as conn:
+
+        def batch(conn: sqlite3.Connection) -> VersionInfo:  # group commit: see `Database.write_together`
             version = files.check_base(conn, workspace_id, path, base_version)
             head = files.get_current(conn, workspace_id, path)
             previous = None if head is None else head.ciphertext
             blob = crypto.seal(key, text, workspace_id=workspace_id, path=path, version=version, previous=previous)
             return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
+
+        return self.db.write_together(batch)
 
     def delete_document(self, workspace_id: str, credential: str, path: str, base_version: int) -> VersionInfo:
         path = validate_written_path(path)
@@ -123,7 +126,8 @@ class DocumentsMixin(AssistantBase):
         """Bring a deleted note back with the text it had before it was deleted."""
         path = validate_written_path(path)
         key = self._key_for(workspace_id, credential)
-        with self.db.write() as conn:
+
+        def batch(conn: sqlite3.Connection) -> VersionInfo:  # group commit: see `Database.write_together`
             version = files.check_base(conn, workspace_id, path, base_version, revive=True)
             last = files.get_version(conn, workspace_id, path, base_version) if base_version else None
             if last is None or last.info.operation is not Operation.DELETE:
@@ -152,6 +156,8 @@ class DocumentsMixin(AssistantBase):
             return self._insert(
                 conn, workspace_id, path, version, Operation.UNDO, blob, restored_from=previous.info.version
             )
+
+        return self.db.write_together(batch)
 
     def _insert(
         self,

@@ -45,7 +45,7 @@ import psycopg_pool
 from psycopg import pq
 
 from memframe.core.errors import Unavailable
-from memframe.service.db import Clock, Database
+from memframe.service.db import Clock, Database, refuse_nul
 
 #: The advisory lock every write batch holds (an arbitrary constant: "memframe" in ASCII).
 WRITE_LOCK = 0x6D656D6672616D65
@@ -90,6 +90,7 @@ class _PgConnection:
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> psycopg.Cursor[Any]:
         if not params:
             return self.raw.execute(sql)
+        refuse_nul(params)  # PostgreSQL's TEXT cannot hold NUL: the one clear error SQLite gives too
         return self.raw.execute(to_psycopg(sql), params)
 
     @property
@@ -121,6 +122,7 @@ class PostgresDatabase(Database):
     """A PostgreSQL database through a connection pool; see the module docstring for the locking."""
 
     dialect = "postgresql"
+    local_reads = False  # every read is a round trip to the server: the HTTP layer runs it on a thread
     integrity_errors = (psycopg.IntegrityError,)
     _driver_errors = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
     #: A constraint, a programming mistake, or a value PostgreSQL cannot hold (a NUL in a text).

@@ -38,6 +38,8 @@ from memframe.service.keysessions import (
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from memframe.service.assistant import AssistantService
 
 
@@ -109,6 +111,10 @@ class MemoryService:
     ) -> VersionInfo:
         """One direct write against `base_version`; a Clear also advances the generation.
 
+        Saves, Clears and Undos share their transaction and fsync with whatever other writes wait
+        at the writer at that moment (group commit), with no change to what each one means: each is
+        checked against its own base and commits or fails alone, and returns only once committed.
+
         The Clear's empty revision and its generation advance commit in one
         transaction: the advancing statement is conditioned on this write's own
         version row, so a Clear that loses the race moves nothing.
@@ -124,7 +130,11 @@ class MemoryService:
         if clear and restored_from is not None:
             raise InvalidInput("A Clear cannot also restore a revision.")
         operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
-        with self.db.write() as conn:
+
+        def batch(conn: sqlite3.Connection) -> VersionInfo:
+            # Run by whichever caller commits the group (`Database.write_together`), in its own
+            # savepoint: the base is checked here, inside the shared transaction, so a second Save
+            # on the same base in the same group is the conflict it is and rolls back alone.
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version, revive=revive)
             if version == 1:  # a new path may not look like another one; existing odd paths stay usable
@@ -145,7 +155,9 @@ class MemoryService:
             )
             if clear:
                 conn.execute(ADVANCE_CLEAR_GENERATION, {"ws": workspace_id, "path": path, "version": version})
-        return info
+            return info
+
+        return self.db.write_together(batch)
 
     def get_key_check(self, user: str, workspace_id: str) -> str | None:
         """The workspace's key check, or None if no key holder has written one yet."""
@@ -179,7 +191,8 @@ class MemoryService:
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""
         path = check_file_path(path)
-        with self.db.write() as conn:
+
+        def batch(conn: sqlite3.Connection) -> VersionInfo:
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version)
             if version == 1:
@@ -195,6 +208,8 @@ class MemoryService:
                 operation=Operation.DELETE,
                 ciphertext=None,
             )
+
+        return self.db.write_together(batch)
 
     def list_versions(
         self, user: str, workspace_id: str, path: str, *, limit: int = 50, before: int | None = None
