@@ -159,6 +159,42 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
     assert unknown_ids({"save": "x", "sav": "y"}) == ["memframe.sav"]
 
 
+def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Path) -> None:
+    """A remapped key is the key every message names: the conflict hint, the failed Save's way out,
+    the Assistant's AI switch, a dialog's own keys."""
+    stage.other.save(TEXT, 0)
+    keymap = '[keymap]\nsave = "f9"\nreload = "f6"\ndraft_file = "f10"\n"assistant.ai" = "f7"\n"draft.save" = "f11"\n'
+    mine = frame_settings(keymap, memframe_home)
+    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- mine\n")
+        stage.other.save(TEXT + "- theirs\n", 1)
+        await pilot.press("f9")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("e")  # keep editing
+        await settle(pilot)
+        assert "f9 shows the conflict again" in app.state.message and "ctrl+s" not in app.state.message
+        stage.frame.down = True
+        await pilot.press("f9")
+        await settle(pilot)
+        assert "f10 writes it to a file" in app.state.message and "f5" not in app.state.message
+        stage.frame.down = False
+        await pilot.press("ctrl+q")  # the unsaved-draft dialog names its own remapped key
+        await settle(pilot)
+        dialog = " ".join(text_of(w) for w in app.screen.query(Static))
+        assert "(f11, d or escape)" in dialog
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("f2")
+        await settle(pilot)
+        ai = text_of(app.screen.query_one("#assistant-ai", Static))
+        assert "f7: on" in ai and "f4" not in ai
+
+    drive(app, script)
+
+
 def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe_home: Path) -> None:
     mine = frame_settings('# mine\nworkspace = "default"\n\n[keymap]\nsave = "ctrl+s"\n', memframe_home)
     app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
