@@ -11,7 +11,6 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
 from memframe import settings
-from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
 from memframe.tui.screens.changes import ChangesScreen
@@ -19,8 +18,7 @@ from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.widgets.status import StatusBar
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Stage, settle
-from tests.tui.test_flows import TEXT, append
+from tests.tui.scenarios import TEXT, Stage, append, open_changes, settle
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -144,7 +142,7 @@ def frame_settings(config: str, home: Path) -> settings.Settings:
 def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, memframe_home: Path) -> None:
     stage.other.save(TEXT, 0)
     mine = frame_settings('[keymap]\nsave = "f9"\n"memframe.changes" = "f8"\n', memframe_home)
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- remapped\n")
@@ -165,7 +163,7 @@ def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Pa
     stage.other.save(TEXT, 0)
     keymap = '[keymap]\nsave = "f9"\nreload = "f6"\ndraft_file = "f10"\n"assistant.ai" = "f7"\n"draft.save" = "f11"\n'
     mine = frame_settings(keymap, memframe_home)
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- mine\n")
@@ -197,7 +195,7 @@ def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Pa
 
 def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe_home: Path) -> None:
     mine = frame_settings('# mine\nworkspace = "default"\n\n[keymap]\nsave = "ctrl+s"\n', memframe_home)
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
 
     async def script(pilot: Pilot[Any]) -> None:
         app.theme = "nord"  # what choosing it in the command palette does
@@ -206,9 +204,7 @@ def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe
     drive(app, script)
     text = (memframe_home / "config.toml").read_text(encoding="utf-8")
     assert text == '# mine\nworkspace = "default"\ntheme = "nord"\n\n[keymap]\nsave = "ctrl+s"\n'
-    again = build_app(
-        stage.frame, clock=stage.clock, syntax=False, settings=settings.load({"MEMFRAME_HOME": str(memframe_home)})
-    )  # type: ignore[arg-type]
+    again = stage.app(settings=settings.load({"MEMFRAME_HOME": str(memframe_home)}), cursor_blink=True)
 
     async def opens_in_it(pilot: Pilot[Any]) -> None:
         assert again.theme == "nord"
@@ -221,7 +217,7 @@ def test_a_theme_that_cannot_be_written_is_one_warning_not_a_crash(stage: Stage,
     elsewhere = memframe_home.parent / "elsewhere"  # not the running frame's own home, which would refuse to load
     mine = frame_settings("", elsewhere)
     (elsewhere / "config.toml").write_text("workspace = [unclosed\n", encoding="utf-8")  # broken since
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
     notes: list[str] = []
 
     async def script(pilot: Pilot[Any]) -> None:
@@ -260,14 +256,6 @@ def test_at_60_columns_the_status_bar_keeps_its_second_line(stage: Stage) -> Non
 def seed_history(stage: Stage, count: int) -> None:
     for version in range(count):
         stage.other.save(f"line {version}\n" + ("needle\n" if version % 97 == 5 else ""), version)
-
-
-async def open_changes(pilot: Pilot[Any]) -> ChangesScreen:
-    await pilot.press("ctrl+g")
-    await settle(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, ChangesScreen)
-    return screen
 
 
 def cursor_version(screen: ChangesScreen) -> int | None:
