@@ -9,6 +9,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
+from textual.widgets._footer import FooterKey
 
 from memframe import settings
 from memframe.tui.dialogs import ConflictScreen
@@ -16,6 +17,7 @@ from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import StatusBar
 from tests.tui.conftest import drive
 from tests.tui.scenarios import TEXT, Stage, append, open_changes, settle
@@ -246,6 +248,34 @@ def test_at_60_columns_the_status_bar_keeps_its_second_line(stage: Stage) -> Non
         shown = text_of(bar)
         assert "Unsaved changes" in shown and "8,192 bytes" in shown and "Version 1" in shown
         assert bar.size.height >= 3  # it grew instead of cutting line two
+
+    drive(app, script)
+
+
+def test_at_60_columns_the_footer_leaves_out_what_does_not_fit_whole(stage: Stage) -> None:
+    """Seen in the hour at 60×20: the footer ended "f2 Assis". A key fits whole or is left out (it is
+    in help and the palette), Help and Quit stay, and widening the terminal brings the keys back."""
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    def shown(footer: KeyFooter) -> list[tuple[str, int, int]]:
+        keys = [k for k in footer.query(FooterKey) if k.display and not k.has_class("-command-palette")]
+        return [(k.description, k.region.x, k.region.right) for k in keys]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        footer = app.screen.query_one(KeyFooter)
+        wide = [name for name, _, _ in shown(footer)]
+        assert wide[:2] == ["Help", "Quit"] and "Proposals" in wide
+        await pilot.resize_terminal(60, 20)
+        await settle(pilot)
+        palette = next(k for k in footer.query(FooterKey) if k.has_class("-command-palette"))
+        narrow = shown(footer)
+        assert [name for name, _, _ in narrow][:2] == ["Help", "Quit"]
+        assert len(narrow) < len(wide)
+        assert all(right <= palette.region.x for _, _, right in narrow)  # nothing runs under the palette key
+        await pilot.resize_terminal(100, 30)
+        await settle(pilot)
+        assert [name for name, _, _ in shown(footer)] == wide
 
     drive(app, script)
 
