@@ -116,8 +116,8 @@ async def save(host: FlowHost) -> bool:
 
         choice = await host.ask(ConflictScreen(outcome.server, state.draft, state.base_version, now=host.clock()))
         if choice == "edit":
-            newer = outcome.server.version
-            host.say(f"Keep editing. Version {newer} is newer; {state.key('save')} shows the conflict again.")
+            newer_version = outcome.server.version
+            host.say(f"Keep editing. Version {newer_version} is newer; {state.key('save')} shows the conflict again.")
             return False
         if choice == "discard":
             take(host, outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")

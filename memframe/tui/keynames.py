@@ -10,7 +10,7 @@ class is loaded by then. This module imports no screen, so every screen can impo
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.binding import Binding
 from textual.dom import DOMNode
@@ -47,7 +47,7 @@ def key_label(binding_id: str, keymap: Mapping[str, str] | None = None) -> str:
     return show_keys(keys.split(",")[0])
 
 
-def key_of(app: App[object], binding_id: str) -> str:
+def key_of(app: App[Any], binding_id: str) -> str:
     """`key_label` with `app`'s keymap (`App.set_keymap`, which the settings file's `[keymap]` feeds)."""
     return key_label(binding_id, app._keymap)
 
@@ -64,5 +64,6 @@ def _default(full_id: str) -> str:
 def _loaded(cls: type) -> Iterator[type]:
     """`cls` and every subclass defined so far (the App, screens, dialogs and widgets)."""
     yield cls
-    for sub in cls.__subclasses__():
-        yield from _loaded(sub)
+    subclass: type
+    for subclass in cls.__subclasses__():
+        yield from _loaded(subclass)
