@@ -25,7 +25,8 @@ from memframe.backend.base import Backend
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import MemframeError
 from memframe.settings import Settings
-from memframe.tui.keys import APP_BINDINGS, full_keymap
+from memframe.tui.keynames import full_keymap, key_of
+from memframe.tui.keys import APP_BINDINGS
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
 
@@ -65,6 +66,7 @@ class MemoryFrameApp(App[int]):
         # The backend's SaveState is what X-Memory-State reads; the frame tracks its saves there too.
         save_state = getattr(backend, "save_state", None) or SaveState()
         self.state = DocumentState(save_state, backend.workspace_id, backend.location)
+        self.state.key = partial(key_of, self)
         self._screen_options = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink,
                                 "poll_seconds": poll_seconds}  # fmt: skip
         self.sub_title = f"Memory · {backend.workspace_id}"
@@ -82,7 +84,7 @@ class MemoryFrameApp(App[int]):
 
         if unknown := unknown_ids(self.settings.keymap):
             self.notify(f"The keymap in {self.settings.config_file} names no binding: {', '.join(unknown)}. "
-                        "F1 lists every binding id.", severity="warning", timeout=10)  # fmt: skip
+                        f"{key_of(self, 'help')} lists every binding id.", severity="warning", timeout=10)  # fmt: skip
         if self.settings.theme and self.settings.theme not in self.available_themes:
             self.notify(f"The theme {self.settings.theme!r} in {self.settings.config_file} is not known; "
                         "ctrl+p lists the themes.", severity="warning", timeout=10)  # fmt: skip

@@ -10,6 +10,7 @@ ever shown as "Remembered"; a proposal says it waits for review.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.text import Text
@@ -18,6 +19,7 @@ from memframe.core.errors import MemframeError
 from memframe.core.recall import withheld_reason
 from memframe.core.turns import AIConsent, CallRecord, OutcomeKind, ToolOutcome, TurnResult
 from memframe.core.types import RecallStatus
+from memframe.tui.keynames import key_label
 
 MEMORY_TOOL = "remember_in_memory"
 
@@ -89,7 +91,7 @@ def no_revision(exchange: Exchange) -> str:
     return f"This answer used no memory revision: {receipt_line(exchange.calls[-1])}."
 
 
-def outcome_line(outcome: ToolOutcome) -> tuple[str, str]:
+def outcome_line(outcome: ToolOutcome, key: Callable[[str], str] = key_label) -> tuple[str, str]:
     """(words, style) for one tool outcome. "Remembered" is said only for a committed receipt."""
     if outcome.tool != MEMORY_TOOL:
         return f"{outcome.tool}: {outcome.kind}", "dim"
@@ -97,14 +99,15 @@ def outcome_line(outcome: ToolOutcome) -> tuple[str, str]:
         return f"✓ Remembered (memory version {outcome.version})", "bold green"
     if outcome.kind == OutcomeKind.PROPOSED:
         ref = f" {outcome.proposal_id}" if outcome.proposal_id else ""
-        return f"○ Not remembered yet: proposal{ref} waits for your review (f3 opens Proposals)", "yellow"
+        review = f"{key('assistant.proposals')} opens Proposals"
+        return f"○ Not remembered yet: proposal{ref} waits for your review ({review})", "yellow"
     if outcome.kind == OutcomeKind.OFF:
         return "Not remembered: memory is Off for this workspace", "dim"
     message = outcome.message if outcome.message.startswith("Not ") else f"Not remembered: {outcome.message}"
     return f"✗ {message}", "red"
 
 
-def render_exchange(exchange: Exchange) -> Text:
+def render_exchange(exchange: Exchange, key: Callable[[str], str] = key_label) -> Text:
     """The question, the answer, then its receipt line(s) and tool outcomes."""
     out = Text.assemble(("you › ", "bold cyan"), exchange.question, "\n")
     if exchange.pending:
@@ -120,15 +123,18 @@ def render_exchange(exchange: Exchange) -> Text:
         style = "italic" if call.status is RecallStatus.PROVIDED else "italic yellow" if call.status.withheld else "dim"
         out.append_text(Text.assemble("\n  ", (label, "dim"), (receipt_line(call), style)))
     for outcome in exchange.result.outcomes:
-        words, style = outcome_line(outcome)
+        words, style = outcome_line(outcome, key)
         out.append_text(Text.assemble("\n  ", (words, style)))
     return out
 
 
-def ai_line(consent: AIConsent | None, error: MemframeError | None = None) -> str:
+def ai_line(
+    consent: AIConsent | None, key: Callable[[str], str] = key_label, error: MemframeError | None = None
+) -> str:
     """One line: is workspace AI on, what that means, and how to switch it here."""
+    switch = key("assistant.ai")
     if consent is None:
-        return f"Workspace AI: unknown ({error}). f4 tries again."
+        return f"Workspace AI: unknown ({error}). {switch} tries again."
     if consent.enabled:
-        return "Workspace AI is on: messages go to the Assistant, with memory as the mode allows. f4: off"
-    return "Workspace AI is off: nothing is sent to a model. f4: on (the memory mode never does this)"
+        return f"Workspace AI is on: messages go to the Assistant, with memory as the mode allows. {switch}: off"
+    return f"Workspace AI is off: nothing is sent to a model. {switch}: on (the memory mode never does this)"

@@ -87,12 +87,13 @@ async def load(host: FlowHost) -> None:
     outcome = await host.read_memory()
     state = host.state
     if outcome.error is None:
-        host.say("" if state.base_version else "A new, empty memory. Write, then ctrl+s to save.")
+        host.say("" if state.base_version else f"A new, empty memory. Write, then {state.key('save')} to save.")
     elif outcome.doc is None and state.loaded:
         host.say(f"Could not reload: {outcome.error} Still showing version {state.base_version}.", error=True)
     elif outcome.doc is None:
-        host.set_placeholder("The memory is not loaded, so there is nothing to edit yet: ctrl+r tries again.")
-        host.say(f"Could not load the memory: {outcome.error} Press ctrl+r to try again.", error=True)
+        reload_key = state.key("reload")
+        host.set_placeholder(f"The memory is not loaded, so there is nothing to edit yet: {reload_key} tries again.")
+        host.say(f"Could not load the memory: {outcome.error} Press {reload_key} to try again.", error=True)
     else:
         host.say(f"Loaded, but the mode could not be read: {outcome.error}", error=True)
 
@@ -102,10 +103,11 @@ async def save(host: FlowHost) -> bool:
     host.sync_draft()
     state = host.state
     if not state.loaded:
-        host.say("The memory is not loaded, so there is no version to save against: press ctrl+r.", error=True)
+        not_loaded(host, "save against")
         return False
     if not state.dirty:
-        newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: ctrl+r loads it."
+        reload_key = state.key("reload")
+        newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: {reload_key} loads it."
         host.say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
         return True
     outcome = await host.write(WriteRequest.save(state.draft, state.base_version))
@@ -114,7 +116,8 @@ async def save(host: FlowHost) -> bool:
 
         choice = await host.ask(ConflictScreen(outcome.server, state.draft, state.base_version, now=host.clock()))
         if choice == "edit":
-            host.say(f"Keep editing. Version {outcome.server.version} is newer; ctrl+s shows the conflict again.")
+            newer_version = outcome.server.version
+            host.say(f"Keep editing. Version {newer_version} is newer; {state.key('save')} shows the conflict again.")
             return False
         if choice == "discard":
             take(host, outcome.server, f"Discarded your draft; showing version {outcome.server.version}.")
@@ -185,7 +188,7 @@ async def reload(host: FlowHost) -> None:
 async def clear(host: FlowHost) -> None:
     state = host.state
     if not state.loaded:
-        host.say("The memory is not loaded, so there is no version to clear: press ctrl+r.", error=True)
+        not_loaded(host, "clear")
         return
     if not await resolve_draft(host, "before clearing"):
         return
@@ -231,7 +234,7 @@ async def undo(host: FlowHost, revision: int) -> None:
 async def mode(host: FlowHost) -> None:
     state = host.state
     if state.policy is None:
-        host.say("The mode is not known until the memory loads: press ctrl+r.", error=True)
+        host.say(f"The mode is not known until the memory loads: press {state.key('reload')}.", error=True)
         return
     from memframe.tui.screens.mode import ModeSwitcher  # screens opened on demand load on demand
 
@@ -274,7 +277,7 @@ async def apply(host: FlowHost, proposal: Proposal) -> None:
 
     state = host.state
     if not state.loaded:
-        host.say("The memory is not loaded, so there is no version to apply to: press ctrl+r.", error=True)
+        not_loaded(host, "apply to")
         return
     if not await resolve_draft(host, f"before applying proposal {proposal.id}"):
         return
@@ -296,8 +299,9 @@ async def apply(host: FlowHost, proposal: Proposal) -> None:
             take(host, server, f"Kept version {server.version}; proposal {proposal.id} is still pending.")
             return
         if choice == "edit":
+            save_key = state.key("save")
             take(host, server, f"Proposal {proposal.id} applied to version {server.version} is your draft: "
-                               "ctrl+s saves it. The proposal stays pending until you dismiss it.")  # fmt: skip
+                               f"{save_key} saves it. The proposal stays pending until you dismiss it.")  # fmt: skip
             host.show(result)
             return
         outcome = await host.write(WriteRequest.apply(proposal, result, server.version))
@@ -352,17 +356,23 @@ def notice(host: FlowHost, head: MemoryHead | None, error: MemframeError | None)
         return True
     if state.newer is None or head.version > state.newer:
         state.newer = head.version
-        host.say(_newer_words(head, state.base_version))
+        host.say(_newer_words(head, state.base_version, state.key))
     return False
 
 
-def _newer_words(head: MemoryHead, base_version: int) -> str:
+def _newer_words(head: MemoryHead, base_version: int, key: Callable[[str], str]) -> str:
     what = "saved"
     if head.info is not None:
         what = {"clear": "cleared", "capture": "remembered by the Assistant", "delete": "deleted",
                 "undo": "restored from an older revision"}.get(head.info.operation.value, "saved")  # fmt: skip
     return (f"Version {head.version} was {what} elsewhere; your draft is based on version {base_version}. "
-            "ctrl+s shows both; discard and ctrl+r takes it.")  # fmt: skip
+            f"{key('save')} shows both; discard and {key('reload')} takes it.")  # fmt: skip
+
+
+def not_loaded(host: FlowHost, what: str) -> None:
+    """Nothing to write against until the memory loads: say so, naming the Reload key."""
+    host.say(f"The memory is not loaded, so there is no version to {what}: press {host.state.key('reload')}.",
+             error=True)  # fmt: skip
 
 
 async def follow(host: FlowHost, version: int) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
 
-PREFIX = "memframe."
+from memframe.tui.keynames import PREFIX, full_keymap, show_keys
 
 #: The keys that work on every screen (the App's BINDINGS). Help is a priority binding so it works in dialogs.
 APP_BINDINGS: list[BindingType] = [
@@ -37,20 +37,6 @@ class KeyRow:
     description: str
     tooltip: str
     id: str
-
-
-def full_keymap(keymap: Mapping[str, str]) -> dict[str, str]:
-    """The settings' keymap with every id spelled in full (`save` -> `memframe.save`)."""
-    return {(name if name.startswith(PREFIX) else PREFIX + name): keys for name, keys in keymap.items()}
-
-
-#: Textual's names for keys a person reads as a character.
-_READ_AS = {"slash": "/", "question_mark": "?", "full_stop": ".", "comma": ","}
-
-
-def show_keys(keys: str) -> str:
-    """`escape,e` -> `escape / e`, `slash` -> `/`: the way a person reads a list of keys."""
-    return " / ".join(_READ_AS.get(part.strip(), part.strip()) for part in keys.split(",") if part.strip())
 
 
 def rows(bindings: Iterable[BindingType], keymap: Mapping[str, str] | None = None) -> list[KeyRow]:

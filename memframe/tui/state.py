@@ -10,6 +10,7 @@ version. An unsaved draft lives only here and is never reported anywhere.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from memframe.core.errors import EditRefused, MemframeError, VersionConflict
 from memframe.core.turns import Proposal
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
 from memframe.core.wording import CLEAR_BOUNDARY
+from memframe.tui.keynames import key_label
 
 
 class WriteKind(enum.StrEnum):
@@ -93,6 +95,8 @@ class DocumentState:
 
     def __init__(self, save_state: SaveState, workspace_id: str = "", location: str = "") -> None:
         self.save_state = save_state
+        #: Names a binding id's current key in messages (the App sets one that reads its keymap).
+        self.key: Callable[[str], str] = key_label
         self.workspace_id = workspace_id
         self.location = location
         self.loaded = False
@@ -228,10 +232,10 @@ class DocumentState:
                 # The draft was resolved before the Clear, so showing the newer text loses nothing.
                 self.adopt(outcome.server, settles=False)
                 self.conflict = outcome.server
-        self.say(_failure(outcome, error), error=True)
+        self.say(_failure(outcome, error, self.key), error=True)
 
 
-#: The key that writes the draft to a file (the main screen's `memframe.draft_file` binding).
+#: The key that writes the draft to a file by default (the main screen's `memframe.draft_file` binding).
 DRAFT_FILE_KEY = "f5"
 
 
@@ -252,7 +256,7 @@ def _success(outcome: WriteOutcome) -> str:
     return f"Saved: the server acknowledged version {version}."
 
 
-def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
+def _failure(outcome: WriteOutcome, error: MemframeError | None, key: Callable[[str], str]) -> str:
     kind = outcome.request.kind
     verb = {WriteKind.SAVE: "Not saved", WriteKind.CLEAR: "Not cleared", WriteKind.UNDO: "Not restored",
             WriteKind.APPLY: "Not applied"}[kind]  # fmt: skip
@@ -266,9 +270,9 @@ def _failure(outcome: WriteOutcome, error: MemframeError | None) -> str:
             return f"{verb}: version {newer} was written first; nothing was changed."
         if kind is WriteKind.CLEAR:
             return f"{verb}: version {newer} was written first; nothing was cleared. Retry Clear explicitly."
-        return f"{verb}: version {newer} is newer on the server. Your draft is kept; ctrl+s to review."
+        return f"{verb}: version {newer} is newer on the server. Your draft is kept; {key('save')} to review."
     if kind is WriteKind.SAVE:
-        return f"{verb}: {reason} Your draft is kept here; nothing is queued. {DRAFT_FILE_KEY} writes it to a file."
+        return f"{verb}: {reason} Your draft is kept here; nothing is queued. {key('draft_file')} writes it to a file."
     return f"{verb}: {reason} Nothing changed; nothing is queued."
 
 

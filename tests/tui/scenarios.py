@@ -27,6 +27,8 @@ from memframe.backend.base import Backend
 from memframe.core.errors import Unavailable
 from memframe.core.types import Mode
 from memframe.tui.app import MemoryFrameApp, build_app
+from memframe.tui.screens.changes import ChangesScreen
+from memframe.tui.screens.memory import MemoryScreen
 
 SIZE = (100, 30)
 #: The standard terminal, and the smallest the frame promises to stay usable at.
@@ -124,8 +126,42 @@ class Stage:
     other: Backend
     clock: SettableClock
 
-    def app(self) -> MemoryFrameApp:
-        return build_app(self.frame, clock=self.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    def app(self, backend: Any = None, **options: Any) -> MemoryFrameApp:
+        """The frame as the CLI builds it, on this stage's clock, over `backend` (a Gate, a Refusing…)
+        or the stage's own; no syntax highlighting or cursor blink unless `options` say otherwise."""
+        options = {"syntax": False, "cursor_blink": False, **options}
+        return build_app(backend or self.frame, clock=self.clock, **options)
+
+
+#: The memory most pilot tests start from.
+TEXT = "# Memory\n- Aiko prefers short answers.\n"
+
+
+def main_screen(pilot: Pilot[Any]) -> MemoryScreen:
+    """The editor's screen, under whatever side screen or dialog is in front."""
+    screen = pilot.app.screen_stack[0]
+    assert isinstance(screen, MemoryScreen)
+    return screen
+
+
+async def append(pilot: Pilot[Any], text: str) -> None:
+    """Type at the end of the memory, as a person would (through the TextArea)."""
+    area = main_screen(pilot).editor.area
+    area.move_cursor(area.document.end)
+    area.insert(text)
+    await pilot.pause()
+
+
+async def open_changes(pilot: Pilot[Any], row: int = 0) -> ChangesScreen:
+    """ctrl+g, then `row` Downs: Changes with that row (0 is the newest revision) highlighted."""
+    await pilot.press("ctrl+g")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, ChangesScreen)
+    for _ in range(row):
+        await pilot.press("down")
+    await settle(pilot)
+    return screen
 
 
 async def settle(pilot: Pilot[Any]) -> None:

@@ -14,15 +14,11 @@ from textual.widgets import Input, Static
 
 from memframe.core.errors import AIDisabled, Unavailable
 from memframe.core.types import Mode, RecallStatus
-from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
 from memframe.tui.screens.changes import ChangesScreen
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Stage, ask, settle
-from tests.tui.test_flows import append, main_screen
-
-TEXT = "# Memory\n- Aiko prefers short answers.\n"
+from tests.tui.scenarios import TEXT, Stage, append, ask, main_screen, settle
 
 
 async def open_assistant(pilot: Pilot[Any]) -> AssistantScreen:
@@ -275,7 +271,7 @@ def test_the_conversation_survives_closing_the_pane(stage: Stage) -> None:
 
 
 def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
         titles = {c.title for c in app.get_system_commands(app.screen)}

@@ -9,22 +9,9 @@ from typing import Any
 from textual.pilot import Pilot
 
 from memframe.core.types import Operation
-from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConfirmClear, SaveDiscardCancel
-from memframe.tui.screens.memory import MemoryScreen
 from tests.tui.conftest import Gate, drive
-from tests.tui.scenarios import Stage, settle
-
-TEXT = "# Memory\n- Aiko prefers short answers.\n"
-
-
-async def append(pilot: Pilot[Any], text: str) -> None:
-    screen = pilot.app.screen_stack[0]
-    assert isinstance(screen, MemoryScreen)
-    area = screen.editor.area
-    area.move_cursor(area.document.end)
-    area.insert(text)
-    await pilot.pause()
+from tests.tui.scenarios import TEXT, Stage, append, settle
 
 
 async def confirm(pilot: Pilot[Any]) -> None:
@@ -54,7 +41,7 @@ def test_H4_a_failed_save_then_a_clear_then_reconnecting_leaves_memory_empty(sta
 
     drive(app, script)
     stage.clock.now += 3600  # nothing was queued, so nothing can land later
-    fresh = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    fresh = stage.app()
 
     async def reconnect(pilot: Pilot[Any]) -> None:
         assert (fresh.state.base_version, fresh.state.draft) == (2, "")
@@ -103,7 +90,7 @@ def test_C8_cancel_before_a_clear_writes_nothing_and_keeps_the_draft(stage: Stag
 def test_C8_a_clear_waits_for_an_in_flight_save(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     gate = Gate(stage.frame)
-    app = build_app(gate, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    app = stage.app(gate)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- saving\n")

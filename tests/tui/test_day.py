@@ -9,18 +9,18 @@ from typing import Any
 
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
+from textual.widgets._footer import FooterKey
 
 from memframe import settings
-from memframe.tui.app import build_app
 from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import StatusBar
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Stage, settle
-from tests.tui.test_flows import TEXT, append
+from tests.tui.scenarios import TEXT, Stage, append, open_changes, settle
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -144,7 +144,7 @@ def frame_settings(config: str, home: Path) -> settings.Settings:
 def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, memframe_home: Path) -> None:
     stage.other.save(TEXT, 0)
     mine = frame_settings('[keymap]\nsave = "f9"\n"memframe.changes" = "f8"\n', memframe_home)
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- remapped\n")
@@ -159,9 +159,45 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
     assert unknown_ids({"save": "x", "sav": "y"}) == ["memframe.sav"]
 
 
+def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Path) -> None:
+    """A remapped key is the key every message names: the conflict hint, the failed Save's way out,
+    the Assistant's AI switch, a dialog's own keys."""
+    stage.other.save(TEXT, 0)
+    keymap = '[keymap]\nsave = "f9"\nreload = "f6"\ndraft_file = "f10"\n"assistant.ai" = "f7"\n"draft.save" = "f11"\n'
+    mine = frame_settings(keymap, memframe_home)
+    app = stage.app(settings=mine)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- mine\n")
+        stage.other.save(TEXT + "- theirs\n", 1)
+        await pilot.press("f9")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("e")  # keep editing
+        await settle(pilot)
+        assert "f9 shows the conflict again" in app.state.message and "ctrl+s" not in app.state.message
+        stage.frame.down = True
+        await pilot.press("f9")
+        await settle(pilot)
+        assert "f10 writes it to a file" in app.state.message and "f5" not in app.state.message
+        stage.frame.down = False
+        await pilot.press("ctrl+q")  # the unsaved-draft dialog names its own remapped key
+        await settle(pilot)
+        dialog = " ".join(text_of(w) for w in app.screen.query(Static))
+        assert "(f11, d or escape)" in dialog
+        await pilot.press("escape")
+        await settle(pilot)
+        await pilot.press("f2")
+        await settle(pilot)
+        ai = text_of(app.screen.query_one("#assistant-ai", Static))
+        assert "f7: on" in ai and "f4" not in ai
+
+    drive(app, script)
+
+
 def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe_home: Path) -> None:
     mine = frame_settings('# mine\nworkspace = "default"\n\n[keymap]\nsave = "ctrl+s"\n', memframe_home)
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
 
     async def script(pilot: Pilot[Any]) -> None:
         app.theme = "nord"  # what choosing it in the command palette does
@@ -170,9 +206,7 @@ def test_the_theme_picked_is_written_to_the_settings_file(stage: Stage, memframe
     drive(app, script)
     text = (memframe_home / "config.toml").read_text(encoding="utf-8")
     assert text == '# mine\nworkspace = "default"\ntheme = "nord"\n\n[keymap]\nsave = "ctrl+s"\n'
-    again = build_app(
-        stage.frame, clock=stage.clock, syntax=False, settings=settings.load({"MEMFRAME_HOME": str(memframe_home)})
-    )  # type: ignore[arg-type]
+    again = stage.app(settings=settings.load({"MEMFRAME_HOME": str(memframe_home)}), cursor_blink=True)
 
     async def opens_in_it(pilot: Pilot[Any]) -> None:
         assert again.theme == "nord"
@@ -185,7 +219,7 @@ def test_a_theme_that_cannot_be_written_is_one_warning_not_a_crash(stage: Stage,
     elsewhere = memframe_home.parent / "elsewhere"  # not the running frame's own home, which would refuse to load
     mine = frame_settings("", elsewhere)
     (elsewhere / "config.toml").write_text("workspace = [unclosed\n", encoding="utf-8")  # broken since
-    app = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, settings=mine)  # type: ignore[arg-type]
+    app = stage.app(settings=mine)
     notes: list[str] = []
 
     async def script(pilot: Pilot[Any]) -> None:
@@ -218,20 +252,40 @@ def test_at_60_columns_the_status_bar_keeps_its_second_line(stage: Stage) -> Non
     drive(app, script)
 
 
+def test_at_60_columns_the_footer_leaves_out_what_does_not_fit_whole(stage: Stage) -> None:
+    """Seen in the hour at 60×20: the footer ended "f2 Assis". A key fits whole or is left out (it is
+    in help and the palette), Help and Quit stay, and widening the terminal brings the keys back."""
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    def shown(footer: KeyFooter) -> list[tuple[str, int, int]]:
+        keys = [k for k in footer.query(FooterKey) if k.display and not k.has_class("-command-palette")]
+        return [(k.description, k.region.x, k.region.right) for k in keys]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        footer = app.screen.query_one(KeyFooter)
+        wide = [name for name, _, _ in shown(footer)]
+        assert wide[:2] == ["Help", "Quit"] and "Proposals" in wide
+        await pilot.resize_terminal(60, 20)
+        await settle(pilot)
+        palette = next(k for k in footer.query(FooterKey) if k.has_class("-command-palette"))
+        narrow = shown(footer)
+        assert [name for name, _, _ in narrow][:2] == ["Help", "Quit"]
+        assert len(narrow) < len(wide)
+        assert all(right <= palette.region.x for _, _, right in narrow)  # nothing runs under the palette key
+        await pilot.resize_terminal(100, 30)
+        await settle(pilot)
+        assert [name for name, _, _ in shown(footer)] == wide
+
+    drive(app, script)
+
+
 # --- Changes over a long history -------------------------------------------------------------------
 
 
 def seed_history(stage: Stage, count: int) -> None:
     for version in range(count):
         stage.other.save(f"line {version}\n" + ("needle\n" if version % 97 == 5 else ""), version)
-
-
-async def open_changes(pilot: Pilot[Any]) -> ChangesScreen:
-    await pilot.press("ctrl+g")
-    await settle(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, ChangesScreen)
-    return screen
 
 
 def cursor_version(screen: ChangesScreen) -> int | None:

@@ -12,31 +12,13 @@ from textual.pilot import Pilot
 from textual.widgets import Markdown
 
 from memframe.core.types import Mode, Operation
-from memframe.tui.app import build_app
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.dialogs.confirm import ConfirmAction
-from memframe.tui.screens.changes import LINES_CACHED, ChangesScreen, RevisionTable
+from memframe.tui.screens.changes import LINES_CACHED, RevisionTable
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.screens.mode import ModeSwitcher
 from tests.tui.conftest import Gate, Refusing, drive
-from tests.tui.scenarios import Stage, settle
-
-TEXT = "# Memory\n- Aiko prefers short answers.\n"
-
-
-def main_screen(pilot: Pilot[Any]) -> MemoryScreen:
-    screen = pilot.app.screen_stack[0]
-    assert isinstance(screen, MemoryScreen)
-    return screen
-
-
-async def append(pilot: Pilot[Any], text: str) -> None:
-    """Type at the end of the memory, as a person would (through the TextArea)."""
-    area = main_screen(pilot).editor.area
-    area.move_cursor(area.document.end)
-    area.insert(text)
-    await pilot.pause()
-
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, settle
 
 # --- load and save ---------------------------------------------------------------------------------
 
@@ -269,7 +251,7 @@ def test_quit_discarding_writes_nothing(stage: Stage) -> None:
 def test_quit_waits_for_an_in_flight_save_before_deciding(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     gate = Gate(stage.frame)
-    app = build_app(gate, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    app = stage.app(gate)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- saving\n")
@@ -292,7 +274,7 @@ def test_typing_goes_on_during_an_in_flight_save(stage: Stage) -> None:
     """The UI never waits on I/O: the save acknowledges what it sent; later typing stays unsaved."""
     stage.other.save(TEXT, 0)
     gate = Gate(stage.frame)
-    app = build_app(gate, clock=stage.clock, syntax=False, cursor_blink=False)  # type: ignore[arg-type]
+    app = stage.app(gate)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- sent\n")
@@ -426,17 +408,6 @@ def test_retry_clear_is_explicit_and_against_the_newer_version(stage: Stage) -> 
 # --- Changes and Undo -------------------------------------------------------------------------------
 
 
-async def open_changes_at(pilot: Pilot[Any], row: int) -> ChangesScreen:
-    await pilot.press("ctrl+g")
-    await settle(pilot)
-    screen = pilot.app.screen
-    assert isinstance(screen, ChangesScreen)
-    for _ in range(row):
-        await pilot.press("down")
-    await settle(pilot)
-    return screen
-
-
 def test_undo_after_clear_restores_text_without_rewinding_the_generation(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     stage.other.clear(1)
@@ -444,7 +415,7 @@ def test_undo_after_clear_restores_text_without_rewinding_the_generation(stage: 
 
     async def script(pilot: Pilot[Any]) -> None:
         assert app.state.base_version == 2 and app.state.draft == ""
-        await open_changes_at(pilot, 1)  # revision 1
+        await open_changes(pilot, 1)  # revision 1
         await pilot.press("u")
         await settle(pilot)
         assert isinstance(app.screen, MemoryScreen)
@@ -463,7 +434,7 @@ def test_undo_conflict_is_handled_like_save(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await open_changes_at(pilot, 1)
+        await open_changes(pilot, 1)
         stage.other.save("three\n", 2)
         await pilot.press("u")
         await settle(pilot)
@@ -484,7 +455,7 @@ def test_undo_with_unsaved_draft_asks_first(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "draft\n")
-        await open_changes_at(pilot, 1)
+        await open_changes(pilot, 1)
         await pilot.press("u")
         await settle(pilot)
         assert isinstance(app.screen, SaveDiscardCancel)
@@ -502,7 +473,7 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_changes_at(pilot, 0)
+        screen = await open_changes(pilot, 0)
         assert len(screen.rows) == 50 and not screen.complete
         diff = str(screen.query_one("#diff").render())
         assert "-line 118" in diff and "+line 119" in diff
@@ -530,7 +501,7 @@ def test_walking_the_revisions_keeps_a_few_screens_of_rendered_lines(stage: Stag
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_changes_at(pilot, 40)
+        screen = await open_changes(pilot, 40)
         table = screen.query_one(RevisionTable)
         bound = max(LINES_CACHED, 4 * table.size.height)
         assert table.cursor_row == 40
@@ -821,7 +792,7 @@ def test_the_poll_says_offline_once_and_when_it_is_back(stage: Stage) -> None:
 
 def test_the_poll_runs_on_a_timer_only_when_asked_and_stops_with_the_frame(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
-    polled = build_app(stage.frame, clock=stage.clock, syntax=False, cursor_blink=False, poll_seconds=3)  # type: ignore[arg-type]
+    polled = stage.app(poll_seconds=3)
     timers: list[Any] = []
 
     async def script(pilot: Pilot[Any]) -> None:

@@ -15,10 +15,7 @@ from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
 from memframe.tui.dialogs.confirm import ConfirmAction
 from memframe.tui.screens.proposals import ProposalsScreen
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Stage, settle
-from tests.tui.test_flows import append, main_screen
-
-TEXT = "# Memory\n- Aiko prefers short answers.\n"
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, settle
 
 
 def propose(stage: Stage, message: str) -> str:

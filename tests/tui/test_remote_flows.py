@@ -24,8 +24,8 @@ from memframe.tui.screens.mode import ModeSwitcher
 from memframe.tui.screens.proposals import ProposalsScreen
 from tests.conftest import FakeClock, World
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Outage, Stage, ask, settle
-from tests.tui.test_flows import TEXT, append, confirm_clear, open_changes_at
+from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, open_changes, settle
+from tests.tui.test_flows import confirm_clear
 
 remote_kinds = pytest.importorskip(
     "tests.remote_kinds", reason="memframe.backend.remote (and its test server) is not built yet"
@@ -88,7 +88,7 @@ def test_clear_race_retry_then_undo_over_http(remote_stage: Stage) -> None:
         await pilot.press("ctrl+l")  # explicit Retry Clear against version 2
         await settle(pilot)
         assert (app.state.base_version, app.state.draft) == (3, "")
-        await open_changes_at(pilot, 2)  # revision 1
+        await open_changes(pilot, 2)  # revision 1
         await pilot.press("u")
         await settle(pilot)
         assert (app.state.base_version, app.state.draft) == (4, TEXT)

@@ -10,9 +10,7 @@ from memframe.core.types import MEMORY_PATH
 from memframe.tui.screens.memory import MemoryScreen
 from tests.reliability.support import raw
 from tests.tui.conftest import drive
-from tests.tui.scenarios import Stage, settle
-
-TEXT = "# Memory\n- Aiko prefers short answers.\n"
+from tests.tui.scenarios import TEXT, Stage, settle
 
 
 def test_a_rolled_back_server_is_refused_and_the_draft_is_kept(stage: Stage) -> None:

@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.types import MemoryDocument, Policy
+from memframe.tui.keynames import key_of
 from memframe.tui.text import human_size, when, who
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -38,13 +39,14 @@ class ClearConflict(ModalScreen[bool]):
         if self.server.info is not None:
             by = f" by {who(self.server.info)}, {when(self.server.info.created_at, self.now)}"
         generation = "" if self.policy is None else f" The clear generation is still {self.policy.clear_generation}."
+        clear, keep = key_of(self.app, "clear_conflict.clear"), key_of(self.app, "clear_conflict.keep")
         with Vertical(classes="dialog-box"):
             yield Static("Nothing was cleared", classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):
                 yield Static(
                     f"Version {newer} was written first{by}. Your Clear named an older version, so nothing was "
-                    f"written and older automatic work was not fenced.{generation} ctrl+l clears again, against "
-                    f"version {newer}; escape keeps it. The newer text, now in the editor "
+                    f"written and older automatic work was not fenced.{generation} {clear} clears again, against "
+                    f"version {newer}; {keep} keeps it. The newer text, now in the editor "
                     f"({human_size(len(self.server.text.encode()))}):"
                 )
                 with Vertical(classes="pane"):

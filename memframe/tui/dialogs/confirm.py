@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from memframe.tui.keynames import key_of
 from memframe.tui.widgets.footer import KeyFooter
 
 
@@ -32,7 +33,8 @@ class ConfirmAction(ModalScreen[bool]):
         with Vertical(classes="dialog-box"):
             yield Static(self.title_text, classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):
-                yield Static(f"{self.body}\n\ny: {self.do.lower()}; escape: go back, nothing is done.")
+                yes, back = key_of(self.app, "confirm.yes"), key_of(self.app, "confirm.back")
+                yield Static(f"{self.body}\n\n{yes}: {self.do.lower()}; {back}: go back, nothing is done.")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.do, id="yes", variant="error")
                 yield Button("Back", id="back")

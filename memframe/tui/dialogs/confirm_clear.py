@@ -11,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.wording import CLEAR_BOUNDARY
+from memframe.tui.keynames import key_of
 from memframe.tui.text import human_size
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -42,10 +43,11 @@ class ConfirmClear(ModalScreen[bool]):
                 )
             else:
                 first = "• The memory was never saved; Clear writes an empty first revision.\n"
+            clear, yes, cancel = (key_of(self.app, f"confirm_clear.{name}") for name in ("clear", "yes", "cancel"))
             with VerticalScroll(classes="dialog-body"):
                 yield Static(
                     first + f"• {CLEAR_BOUNDARY}\n• If someone writes first, nothing is cleared and you are asked "
-                    "again.\n\nctrl+l (again) or y clears; escape cancels."
+                    f"again.\n\n{clear} (again) or {yes} clears; {cancel} cancels."
                 )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Clear memory", id="clear", variant="error")

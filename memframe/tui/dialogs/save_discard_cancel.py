@@ -15,6 +15,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from memframe.tui.keynames import key_of
 from memframe.tui.text import human_size
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -44,17 +45,19 @@ class SaveDiscardCancel(ModalScreen[DraftChoice]):
 
     def compose(self) -> ComposeResult:
         base = f"version {self.base_version}" if self.base_version else "an empty, never-saved memory"
+        save, discard, cancel = (key_of(self.app, f"draft.{name}") for name in ("save", "discard", "cancel"))
         with Vertical(classes="dialog-box"):
             yield Static("Unsaved changes", classes="dialog-title")
             with VerticalScroll(classes="dialog-body"):
                 yield Static(
                     f"Your draft ({human_size(self.draft_size)}, based on {base}) is not saved. "
-                    f"Save it {self.purpose}, discard it, or cancel and keep editing? (s, d or escape)"
+                    f"Save it {self.purpose}, discard it, or cancel and keep editing? ({save}, {discard} or {cancel})"
                 )
                 if self.offer_file:
                     from memframe.backend.drafts import drafts_dir
 
-                    yield Static(f"The server is not taking Saves now. Write to file (w) keeps the draft in "
+                    to_file = key_of(self.app, "draft.file")
+                    yield Static(f"The server is not taking Saves now. Write to file ({to_file}) keeps the draft in "
                                  f"{drafts_dir()} (mode 0600).")  # fmt: skip
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Save", id="save", variant="primary")

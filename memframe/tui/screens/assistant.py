@@ -14,6 +14,7 @@ every failure comes back as words in the conversation.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
@@ -29,6 +30,7 @@ from memframe.core.turns import AIConsent, OutcomeKind
 from memframe.core.types import Policy
 from memframe.tui import assistant_calls
 from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
+from memframe.tui.keynames import key_of
 from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.widgets.footer import KeyFooter
@@ -38,11 +40,11 @@ class ExchangeItem(ListItem):
     """One exchange in the list; redrawn from the `Exchange` whenever it changes."""
 
     def __init__(self, exchange: Exchange) -> None:
-        super().__init__(Static(render_exchange(exchange), classes="exchange"))
+        super().__init__(Static(render_exchange(exchange, partial(key_of, self.app)), classes="exchange"))
         self.exchange = exchange
 
     def redraw(self) -> None:
-        self.query_one(Static).update(render_exchange(self.exchange))
+        self.query_one(Static).update(render_exchange(self.exchange, partial(key_of, self.app)))
 
 
 class AssistantScreen(Screen[None]):
@@ -161,7 +163,7 @@ class AssistantScreen(Screen[None]):
         elif message.switched and self.consent is not None:
             self._say(f"Workspace AI is now {'on' if self.consent.enabled else 'off'} for this workspace.")
         error = None if self.consent is not None else status.error
-        self.query_one("#assistant-ai", Static).update(ai_line(self.consent, error))
+        self.query_one("#assistant-ai", Static).update(ai_line(self.consent, partial(key_of, self.app), error))
         self._show_status()
 
     # --- sending -------------------------------------------------------------------------------
@@ -197,7 +199,8 @@ class AssistantScreen(Screen[None]):
         self.exchanges.scroll_end(animate=False)
         if outcome.result is None:
             off = self.consent is not None and not self.consent.enabled
-            self._say(f"Not sent: {outcome.error}{' f4 turns it on.' if off else ''}", error=True)
+            turn_on = f" {key_of(self.app, 'assistant.ai')} turns it on." if off else ""
+            self._say(f"Not sent: {outcome.error}{turn_on}", error=True)
             prompt = self.query_one(Input)
             if not prompt.value:
                 prompt.value = exchange.question  # so the person can send it again as it was
@@ -207,7 +210,7 @@ class AssistantScreen(Screen[None]):
         if committed:
             self.post_message(self.CatchUp(max(committed)))
         if any(o.kind == OutcomeKind.PROPOSED for o in outcome.result.outcomes):
-            self._say("A proposal waits for your review: f3 opens Proposals.")
+            self._say(f"A proposal waits for your review: {key_of(self.app, 'assistant.proposals')} opens Proposals.")
             self._proposal_waits = True
 
     # --- keys ----------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from textual.worker import get_current_worker
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
 from memframe.tui import calls
+from memframe.tui.keynames import key_of
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.text import diff_text, human_size, operation, when, who
@@ -354,12 +355,13 @@ class ChangesScreen(Screen[int | None]):
             title += " · the revision that answer used"
         if diff.version in self.matches and self.search_query:
             title += f" · contains “{self.search_query}”"
+        view, against = key_of(self.app, "changes.view"), key_of(self.app, "changes.against")
         if diff.against == "text":
-            title += "\nIts whole text   (v: its diff)"
+            title += f"\nIts whole text   ({view}: its diff)"
         else:
-            title += f"\n{diff.old_label} → {diff.new_label}   (c: compare with the "
+            title += f"\n{diff.old_label} → {diff.new_label}   ({against}: compare with the "
             title += "current text" if diff.against == "previous" else "previous revision"
-            title += "; v: its whole text)"
+            title += f"; {view}: its whole text)"
         self.query_one("#diff-title", Static).update(title)
         body = self.query_one("#diff", Static)
         if diff.error is not None or message.rendered is None:
@@ -410,7 +412,7 @@ class ChangesScreen(Screen[int | None]):
         self._seek(1)
 
     def action_goto(self) -> None:
-        self._ask("goto", "Go to version (a number; enter goes, escape closes)")
+        self._ask("goto", f"Go to version (a number; enter goes, {key_of(self.app, 'changes.back')} closes)")
 
     def _goto(self, answer: str) -> None:
         try:
@@ -428,15 +430,20 @@ class ChangesScreen(Screen[int | None]):
 
     def action_search(self) -> None:
         if self.searching:
-            self.notify("A search is running: escape cancels it first.", timeout=3)
+            self.notify(f"A search is running: {key_of(self.app, 'changes.back')} cancels it first.", timeout=3)
             return
         self._ask("search", "Search every revision's text (decrypted on this machine); enter searches")
+
+    def _next_hint(self) -> str:
+        """` · n: next` (the Next match key as the keymap has it) once the search found something."""
+        return f" · {key_of(self.app, 'changes.next_match')}: next" if self.matches else ""
 
     def _search(self, query: str) -> None:
         if not query.strip() or self.total is None:
             return
         self.search_query, self.matches, self.searching = query, [], True
-        self.search_note = f"searching “{query}”: 0 of {self.total:,} read (escape cancels)"
+        cancel = key_of(self.app, "changes.back")
+        self.search_note = f"searching “{query}”: 0 of {self.total:,} read ({cancel} cancels)"
         self._title()
         self._search_worker(self.searches.issue(), query, self.total)
 
@@ -470,10 +477,10 @@ class ChangesScreen(Screen[int | None]):
             self.search_note = f"search stopped: {message.error}"
         elif message.finished:
             self.searching = False
-            self.search_note = f"“{message.query}”: {count}" + (" · n: next" if self.matches else "")
+            self.search_note = f"“{message.query}”: {count}{self._next_hint()}"
         else:
             self.search_note = (f"searching “{message.query}”: {message.done:,} of {message.total:,} read, "
-                                f"{count} (escape cancels)")  # fmt: skip
+                                f"{count} ({key_of(self.app, 'changes.back')} cancels)")  # fmt: skip
         self._title()
         if first:
             self._seek(self.matches[0])
@@ -482,7 +489,7 @@ class ChangesScreen(Screen[int | None]):
         self.searches.issue()  # progress already on its way is dropped
         self.workers.cancel_group(self, "io-search")
         self.searching = False
-        found = f"{len(self.matches):,} found so far" + (" · n: next" if self.matches else "")
+        found = f"{len(self.matches):,} found so far{self._next_hint()}"
         self.search_note = f"search for “{self.search_query}” cancelled; {found}"
         self._title()
 

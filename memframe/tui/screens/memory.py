@@ -30,7 +30,7 @@ from memframe.backend.base import Backend
 from memframe.tui import flows
 from memframe.tui.messages import HeadRead, Loaded, Tickets, WriteFinished
 from memframe.tui.state import DRAFT_FILE_KEY, DocumentState, WriteKind, WriteOutcome, WriteRequest
-from memframe.tui.widgets.editor import PLACEHOLDER, MemoryEditor
+from memframe.tui.widgets.editor import MemoryEditor, placeholder
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import MessageLine, SizeWarning, StatusBar
 
@@ -165,7 +165,7 @@ class MemoryScreen(Screen[None]):
                 outcome = replace(outcome, doc=None)
         if outcome.doc is not None:
             self.state.adopt(outcome.doc)
-            self.editor.area.placeholder = PLACEHOLDER
+            self.editor.area.placeholder = placeholder(self.state.key("save"))
             self.editor.load(outcome.doc.text)
             self.editor.set_editable(True)
             self.editor.focus_text()

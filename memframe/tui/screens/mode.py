@@ -24,6 +24,7 @@ from memframe.backend.base import Backend
 from memframe.core.errors import PolicyConflict
 from memframe.core.types import Mode, Policy
 from memframe.tui import calls
+from memframe.tui.keynames import key_of
 from memframe.tui.messages import ModeSet, Tickets
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -56,7 +57,7 @@ class ModeSwitcher(ModalScreen[Policy | None]):
     def _show(self, message: str = "", *, error: bool = False) -> None:
         self.query_one("#mode-intro", Static).update(
             f"Now {self.policy.mode.label} (policy revision {self.policy.revision}). "
-            "You can edit the memory in every mode. Enter chooses; escape closes."
+            f"You can edit the memory in every mode. Enter chooses; {key_of(self.app, 'mode.close')} closes."
         )
         options = self.query_one("#modes", OptionList)
         options.clear_options()

@@ -18,12 +18,16 @@ from textual.containers import Vertical, VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import ContentSwitcher, TextArea
 
+from memframe.tui.keynames import key_of
+
 if TYPE_CHECKING:
     from textual.widgets import Markdown
 
-PLACEHOLDER = (
-    "The memory is empty. Write what the Assistant should keep in mind across conversations, in Markdown; ctrl+s saves."
-)
+
+def placeholder(save_key: str) -> str:
+    """What the empty editor says, naming the Save key as the keymap has it."""
+    return (f"The memory is empty. Write what the Assistant should keep in mind across conversations, in "
+            f"Markdown; {save_key} saves.")  # fmt: skip
 
 
 def markdown_highlighting_available() -> bool:
@@ -52,7 +56,7 @@ class MemoryEditor(Vertical):
                 language="markdown" if self._syntax else None,
                 soft_wrap=True,
                 tab_behavior="indent",
-                placeholder=PLACEHOLDER,
+                placeholder=placeholder(key_of(self.app, "save")),
                 read_only=True,  # until the memory has been loaded
                 id="editor-text",
             )
@@ -62,7 +66,7 @@ class MemoryEditor(Vertical):
     def on_mount(self) -> None:
         self.area.cursor_blink = self._cursor_blink
         self.area.border_title = "Memory · Markdown"
-        self.query_one("#editor-preview").border_title = "Preview · ctrl+t to edit"
+        self.query_one("#editor-preview").border_title = f"Preview · {key_of(self.app, 'preview')} to edit"
 
     @property
     def area(self) -> TextArea:

@@ -1,11 +1,12 @@
-"""The footer, with Help and Quit first: a narrow terminal cuts the footer from the right, and these two
-must stay visible at 80 columns (and 60). Everything else a screen offers is in help (F1) and the
-command palette (ctrl+p) as well.
+"""The footer, with Help and Quit first: a narrow terminal has no room for every key, and these two
+must stay visible at 80 columns (and 60). The keys that do not fit whole are left out rather than cut
+mid-word ("f2 Assis"); everything a screen offers is in help (F1) and the command palette as well.
 """
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.events import Resize
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey  # Textual's own footer item; not exported publicly
 
@@ -17,6 +18,7 @@ class KeyFooter(Footer):
     """Textual's Footer, with the frame's Help and Quit keys moved to the front."""
 
     def compose(self) -> ComposeResult:
+        self._widths: dict[FooterKey, int] = {}  # each key's width, measured while it was shown
         widgets = list(super().compose())
         help_binding = getattr(self.app, "help_binding", None)
         if self._bindings_ready and help_binding and not any(getattr(w, "action", None) in FIRST for w in widgets):
@@ -33,3 +35,19 @@ class KeyFooter(Footer):
             return len(FIRST)
 
         yield from sorted(widgets, key=rank)  # stable: the screen's own keys keep their order
+        self.call_after_refresh(self._fit)
+
+    def on_resize(self, event: Resize) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        """Show the keys, in order, that fit whole beside the palette key; hide the rest."""
+        keys = [w for w in self.query_children(FooterKey) if not w.has_class("-command-palette")]
+        docked = sum(w.outer_size.width for w in self.query_children(FooterKey) if w not in keys)
+        room, used = self.size.width - docked, 0
+        for key in keys:
+            if key.display and key.outer_size.width:  # measured while shown; kept while hidden
+                self._widths[key] = key.outer_size.width
+            width = self._widths.get(key, 0)
+            used += width
+            key.display = used <= room or not width

@@ -17,12 +17,25 @@ from memframe.tui.text import OVERSIZED_EXPLANATION, short_location, size_meter
 _SEP = ("  ·  ", "dim")
 
 
+class Shown(Static):
+    """A Static that repaints only when what it shows changes: the head poll redraws the status every
+    tick, and an unchanged `update` would still cost the screen a layout pass (a stall the person feels)."""
+
+    _shown: object = None
+
+    def show_content(self, content: Text | str, *, display: bool = True) -> None:
+        if content != self._shown:
+            self._shown = content
+            self.update(content)
+        self.display = display
+
+
 def elide(text: str, width: int) -> str:
     """`text` cut to `width` characters, the cut marked with …"""
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-class StatusBar(Static):
+class StatusBar(Shown):
     """Workspace and backend; base version, unsaved marker, mode and the size meter.
 
     Its height follows its text (the .tcss says `height: auto`): on a narrow terminal the lines wrap
@@ -53,7 +66,7 @@ class StatusBar(Static):
         second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))
         if state.newer_version is not None and state.dirty:
             second.append_text(Text.assemble(_SEP, (f"⚠ version {state.newer_version} is newer", "bold red")))
-        self.update(Text("\n").join([first, second]))
+        self.show_content(Text("\n").join([first, second]))
 
 
 def _version(state: DocumentState) -> Text:
@@ -77,25 +90,24 @@ def _marker(state: DocumentState) -> Text:
     return Text("✓ Saved", style="green") if state.base_version else Text("Nothing to save yet", style="dim")
 
 
-class SizeWarning(Static):
+class SizeWarning(Shown):
     """Shown only when the draft (or the saved version) is over the recall bound; says what that means."""
 
     def show(self, state: DocumentState) -> None:
         if state.oversized:
             over = state.size - MEMORY_RECALL_MAX_BYTES
-            self.update(f"⚠ Oversized by {over:,} bytes. {OVERSIZED_EXPLANATION} Nothing is cut for you.")
+            self.show_content(f"⚠ Oversized by {over:,} bytes. {OVERSIZED_EXPLANATION} Nothing is cut for you.")
         elif state.saved_oversized:
-            self.update(
+            self.show_content(
                 f"⚠ The saved version {state.base_version} is oversized and is not recalled. "
                 "Save this shorter draft to fix it."
             )
         self.display = state.oversized or state.saved_oversized
 
 
-class MessageLine(Static):
+class MessageLine(Shown):
     """The last success or failure, in words; a failure stays until something else happens."""
 
     def show(self, state: DocumentState) -> None:
-        self.update(state.message)
         self.set_class(state.message_is_error, "-error")
-        self.display = bool(state.message)
+        self.show_content(state.message, display=bool(state.message))
