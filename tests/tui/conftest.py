@@ -59,11 +59,13 @@ def stage(tui_service: MemoryService, clock: FakeClock) -> Stage:
     return Stage(Outage(frame), other, clock)
 
 
-def drive(app: MemoryFrameApp, script: Callable[[Pilot[Any]], Awaitable[None]]) -> None:
-    """Run the frame headless at the snapshot size, let it load, then run `script`."""
+def drive(
+    app: MemoryFrameApp, script: Callable[[Pilot[Any]], Awaitable[None]], *, size: tuple[int, int] = SIZE
+) -> None:
+    """Run the frame headless (at the snapshot size unless told), let it load, then run `script`."""
 
     async def main() -> None:
-        async with app.run_test(size=SIZE) as pilot:
+        async with app.run_test(size=size) as pilot:
             await settle(pilot)
             await script(pilot)
 

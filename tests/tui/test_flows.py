@@ -733,6 +733,21 @@ def test_a_clean_editor_takes_a_version_saved_elsewhere(stage: Stage) -> None:
     drive(app, script)
 
 
+def test_at_80_columns_the_newer_version_warning_is_never_split_across_lines(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- my draft\n")
+        stage.other.save(TEXT + "- from elsewhere\n", 1)
+        await poll(pilot)
+        lines = status_text(pilot).splitlines()
+        assert any(line.endswith("⚠ version 2 is newer") for line in lines), lines
+        assert all(len(line) <= 80 for line in lines), lines
+
+    drive(app, script, size=(80, 24))
+
+
 def test_a_version_saved_elsewhere_never_replaces_a_draft(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     app = stage.app()

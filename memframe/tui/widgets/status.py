@@ -64,9 +64,14 @@ class StatusBar(Shown):
             ("Mode ", "dim"), (mode, "bold"),
         )  # fmt: skip
         second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))
+        lines = [first, second]
         if state.newer_version is not None and state.dirty:
-            second.append_text(Text.assemble(_SEP, (f"⚠ version {state.newer_version} is newer", "bold red")))
-        self.show_content(Text("\n").join([first, second]))
+            warning = Text(f"⚠ version {state.newer_version} is newer", style="bold red")
+            if second.cell_len + len(_SEP[0]) + warning.cell_len <= room:
+                second.append_text(Text.assemble(_SEP, warning))
+            else:  # a line of its own rather than "⚠ version" here and "N is newer" on the next
+                lines.append(warning)
+        self.show_content(Text("\n").join(lines))
 
 
 def _version(state: DocumentState) -> Text:
