@@ -61,8 +61,9 @@ class SealedBackend:
         self.save_state = save_state or SaveState()
         #: What this machine has seen of each document (rollback detection), beside the key.
         self.seen = seen if seen is not None else SeenHeads.for_store(store.location, store.workspace_id)
-        # The newest ciphertext this client holds per path: the next version chains onto it.
-        self._heads: dict[str, tuple[int, bytes | None]] = {}
+        # The newest version this client holds per path, its ciphertext and its text: the next
+        # version chains onto the ciphertext and is sealed as a delta against the text.
+        self._heads: dict[str, tuple[int, bytes | None, str]] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -87,7 +88,7 @@ class SealedBackend:
             return ""
         return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
 
-    def _opener(self, path: str) -> Callable[..., str]:
+    def _opener(self, path: str) -> crypto.Opener:
         """An opener for `path` that reads a delta's earlier versions (payload encoding 2) from the
         store, a keyframe's run at a time, each checked against the hash its successor names."""
         runs: dict[int, bytes | None] = {}
@@ -115,21 +116,24 @@ class SealedBackend:
         text = self._open_version(path, head.info.version, blob)  # an altered one fails here
         digest = "" if blob is None else crypto.content_hash(blob)
         self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
-        self._note(path, head.info.version, blob, digest)
+        self._note(path, head.info.version, blob, digest, text)
         return text
 
-    def _note(self, path: str, version: int, blob: bytes | None, digest: str) -> None:
+    def _note(self, path: str, version: int, blob: bytes | None, digest: str, text: str) -> None:
         header = crypto.header(blob)
         if header is not None and not 0 < header.since <= version:
             raise ChainBroken(f"Version {version} of {path} does not chain (its chain start is wrong).")
         self.seen.note(path, version, digest, None if header is None else header.since)
-        self._heads[path] = (version, blob)
+        self._heads[path] = (version, blob, text)
 
     def _seal_next(self, path: str, text: str, base_version: int) -> bytes:
-        """Seal version base+1, chained onto the base's ciphertext (fetched only if not held)."""
+        """Seal version base+1, chained onto the base's ciphertext (fetched only if not held), as a
+        delta against the base's text where that is smaller and base+1 is not a keyframe (the base
+        is what this client saw or saved, so it holds the text: nothing is opened for it)."""
         if base_version < 0:
             raise InvalidInput("The base version cannot be negative.")
         previous: bytes | None = None
+        previous_text: str | None = None
         held = self._heads.get(path)
         if base_version > 0:
             if held is None or held[0] != base_version:
@@ -138,7 +142,7 @@ class SealedBackend:
                     self._observe(path, head)
                 held = self._heads.get(path)
             if held is not None and held[0] == base_version:
-                previous = held[1]
+                previous, previous_text = held[1], held[2]
         seen = self.seen.get(path)
         return crypto.seal(
             self._key,
@@ -148,24 +152,25 @@ class SealedBackend:
             version=base_version + 1,
             previous=previous,
             since=None if seen is None else seen.since,
+            previous_text=previous_text,
         )
 
-    def _put(self, path: str, blob: bytes, base_version: int, **kwargs: object) -> VersionInfo:
+    def _put(self, path: str, blob: bytes, base_version: int, text: str, **kwargs: object) -> VersionInfo:
         """One upload; a conflict naming a version older than this machine has seen is a rollback."""
         try:
             info = self.store.put_file(path, blob, base_version, **kwargs)  # type: ignore[arg-type]
         except VersionConflict as exc:
             self.seen.check(path, exc.current_version, "")
             raise
-        self._acknowledged(path, info, blob)
+        self._acknowledged(path, info, blob, text)
         return info
 
-    def _acknowledged(self, path: str, info: VersionInfo, blob: bytes) -> None:
+    def _acknowledged(self, path: str, info: VersionInfo, blob: bytes, text: str) -> None:
         digest = crypto.content_hash(blob)
         if info.content_hash and info.content_hash != digest:
             raise ChainBroken(f"The server acknowledged version {info.version} of {path} with another hash.")
         self.seen.check(path, info.version, digest)
-        self._note(path, info.version, blob, digest)
+        self._note(path, info.version, blob, digest, text)
 
     # --- any file of the workspace (people manage every path, the memory's included) -------
 
@@ -183,7 +188,7 @@ class SealedBackend:
 
     def write_file(self, path: str, text: str, base_version: int) -> VersionInfo:
         """One direct write of any file against its exact base version (0 = create-only)."""
-        return self._put(path, self._seal_next(path, text, base_version), base_version)
+        return self._put(path, self._seal_next(path, text, base_version), base_version, text)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -257,7 +262,9 @@ class SealedBackend:
                         f"The history does not chain at {where}: an old-format text after the chain began."
                     )
                 if header is not None:
-                    expected = crypto.NO_PREVIOUS if previous is None else bytes.fromhex(crypto.content_hash(previous))
+                    # The hash of the version before's ciphertext, or of the one its re-seal stands for
+                    # (`memframe admin compact`): authenticated under the key, so a server cannot forge it.
+                    expected = crypto.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
                     if header.previous != expected:
                         raise ChainBroken(
                             f"The history does not chain at {where}: it does not follow version {version - 1}."
@@ -300,7 +307,7 @@ class SealedBackend:
     def _write(self, text: str, base_version: int, **kwargs: object) -> VersionInfo:
         blob = self._seal_next(MEMORY_PATH, text, base_version)
         with self.save_state.saving():
-            info = self._put(MEMORY_PATH, blob, base_version, **kwargs)
+            info = self._put(MEMORY_PATH, blob, base_version, text, **kwargs)
             self.save_state.acknowledge(info.version)
         return info
 

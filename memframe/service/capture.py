@@ -70,6 +70,7 @@ class CaptureMixin(AssistantBase):
         # The key session is resolved immediately before the batch (an evicted or forgotten one fails
         # here); an explicit revocation is also a durable row, which the fence's predicate reads.
         key = self.key_sessions.resolve(key_session_id, workspace_id)
+        opener = self.key_sessions.memory_opener(key_session_id, workspace_id)  # its opened heads, this key's
         if self.before_fence_batch is not None:
             self.before_fence_batch()
         now = self.db.clock()
@@ -88,15 +89,16 @@ class CaptureMixin(AssistantBase):
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
-            base_text = _open_base(key, workspace_id, expected_version, base, conn)
+            base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
-            blob = crypto.seal(
+            blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
                 key,
                 apply_memory_changes(base_text, list(changes)),
                 workspace_id=workspace_id,
                 path=MEMORY_PATH,
                 version=version,
                 previous=base,
+                previous_text=base_text,
             )
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
@@ -297,12 +299,14 @@ def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
     )
 
 
-def _open_base(key: bytes, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection) -> str:
+def _open_base(
+    opener: crypto.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
+) -> str:
     """The memory text a capture applies its edits to, opened at its own version (a row copied
     from another version fails here). An old-format head still opens: it is the document's last
-    text from before sealing v2, and the capture's new version starts its chain. A head stored as a
-    delta opens against the versions before it, read in the same snapshot."""
+    text from before sealing v2, and the capture's new version starts its chain. `opener` is the
+    key session's, which usually holds the head already (recall opened it); a head stored as a
+    delta opens against the versions before it, read in the batch's own snapshot."""
     if base is None:
         return ""
-    fetch = files.ciphertexts(conn, workspace_id, MEMORY_PATH)
-    return crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, fetch=fetch)(base, version, legacy=True)
+    return opener(base, version, legacy=True, fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH))

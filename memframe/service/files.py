@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from memframe import crypto
@@ -158,6 +159,31 @@ def ciphertexts(conn: sqlite3.Connection, workspace_id: str, path: str) -> Calla
             return get_version(conn, workspace_id, path, version).ciphertext
         except NotFound:
             return None
+
+    return fetch
+
+
+def keyframe_runs(
+    read: Callable[[], AbstractContextManager[sqlite3.Connection]], workspace_id: str, path: str
+) -> Callable[[int], bytes | None]:
+    """`version -> ciphertext` for a reader outside any snapshot (recall's key-session opener): a
+    miss reads the version's whole keyframe run (its keyframe up to it) in one statement of a
+    snapshot of its own. Mixing snapshots is sound: every base is held to the hash its successor's
+    authenticated header names, so a row changed meanwhile fails to open, never opens wrong."""
+    run: dict[int, bytes | None] = {}
+
+    def fetch(version: int) -> bytes | None:
+        if version not in run:
+            first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+            with read() as conn:
+                rows = conn.execute(
+                    "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"
+                    " AND version BETWEEN ? AND ?",
+                    (workspace_id, path, first, version),
+                ).fetchall()
+            run.clear()
+            run.update((int(r[0]), None if r[1] is None else bytes(r[1])) for r in rows)
+        return run.get(version)
 
     return fetch
 

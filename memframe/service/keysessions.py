@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from memframe import crypto
@@ -39,7 +38,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
-    memory_opener: Callable[..., str] | None = None
+    memory_opener: crypto.Opener | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
@@ -114,12 +113,17 @@ class KeySessions:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
         return self._touch(session_id, workspace_id).key
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
         """`crypto.opener` for the workspace's memory under this session's key, made once per session
-        (recall opens the memory before every model call) and forgotten with the key."""
+        (recall opens the memory before every model call) and forgotten with the key. It remembers
+        the versions it opened (RAM only, with the exact ciphertext each came from), so a head
+        stored as a delta opens with one decrypt against the head before it; each call passes the
+        `fetch` that reads earlier versions, for a head whose chain it has not opened yet."""
         session = self._touch(session_id, workspace_id)
         if session.memory_opener is None:
-            session.memory_opener = crypto.opener(session.key, workspace_id=workspace_id, path=MEMORY_PATH)
+            session.memory_opener = crypto.opener(
+                session.key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True
+            )
         return session.memory_opener
 
     def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
