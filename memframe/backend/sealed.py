@@ -11,6 +11,7 @@ import json
 import secrets
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memframe import crypto
 from memframe.backend.base import MemoryStore
@@ -41,6 +42,16 @@ from memframe.core.types import (
     StoredVersion,
     VersionInfo,
 )
+
+
+@dataclass
+class Compacted:
+    """What `SealedBackend.compact` did: versions read, versions rewritten, and their bytes."""
+
+    versions: int = 0
+    rewritten: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
 
 
 class SealedBackend:
@@ -289,6 +300,108 @@ class SealedBackend:
         if head_version:
             self.seen.check(path, head_version, last_digest)
         return head_version
+
+    def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
+        """Rewrite old whole versions as re-sealed deltas (`memframe admin compact`): every document,
+        every version below its head, each rewrite its own compare-and-set transaction, so a crash or
+        a concurrent save leaves every version opening to its same text; running it again rewrites
+        only what is left. Needs the key (the server cannot read what it stores) and a store that
+        can rewrite a row (local; a server's database is compacted on a key holder's machine with
+        `--db`). `after_each(path, version)` runs after each rewrite (tests stop there, as a crash would).
+        """
+        replace = getattr(self.store, "replace_version", None)
+        if replace is None:
+            raise InvalidInput(
+                "Compaction rewrites a database directly: run it where the database is, with the key;"
+                " nothing was changed."
+            )
+        done = Compacted()
+        for path, head_version, _deleted in self.store.list_files():
+            self.seen.check(path, head_version, "")
+            self._compact_path(path, head_version, replace, done, after_each)
+        return done
+
+    def _compact_path(
+        self,
+        path: str,
+        head_version: int,
+        replace: Callable[[str, int, str, bytes], bool],
+        done: Compacted,
+        after_each: Callable[[str, int], None] | None,
+    ) -> None:
+        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
+        held: dict[int, bytes | None] = {}  # this run and the keyframe run before it: what deltas open against
+        chained = False  # no old-format text opens once a new-format one was read (as `verify` judges)
+        prev_blob: bytes | None = None
+        prev_text = ""
+        for start in range(1, head_version, 200):  # the head itself is never rewritten
+            for stale in [v for v in held if v < start - crypto.KEYFRAME_EVERY]:
+                del held[stale]
+            try:
+                stored = self.store.get_versions(path, list(range(start, min(head_version - 1, start + 199) + 1)))
+            except NotFound as exc:
+                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
+            for row in stored:
+                version, blob = row.info.version, row.ciphertext
+                held[version] = blob
+                header = crypto.header(blob)
+                chained = chained or header is not None
+                try:
+                    text = open_blob(blob, version, legacy=not chained, fetch=held.get)
+                    new = self._recompacted(open_blob, path, version, blob, text, prev_blob, prev_text, held)
+                except DecryptionFailed:
+                    raise ChainBroken(
+                        f"Version {version} of {path} could not be decrypted, so nothing after it was compacted."
+                    ) from None
+                done.versions += 1
+                if new is not None and blob is not None and replace(path, version, row.info.content_hash, new):
+                    held[version] = new
+                    done.rewritten += 1
+                    done.bytes_before += len(blob)
+                    done.bytes_after += len(new)
+                    if after_each is not None:
+                        after_each(path, version)
+                prev_blob, prev_text = held[version], text
+
+    def _recompacted(
+        self,
+        open_blob: crypto.Opener,
+        path: str,
+        version: int,
+        blob: bytes | None,
+        text: str,
+        prev_blob: bytes | None,
+        prev_text: str,
+        held: dict[int, bytes | None],
+    ) -> bytes | None:
+        """A smaller re-seal of `blob` as a delta against the version before, checked to open to the
+        same text; None when there is nothing to gain (a keyframe, a delta already, after a
+        deletion, a Clear or an old-format text)."""
+        header = crypto.header(blob)
+        if (
+            blob is None
+            or header is None
+            or crypto.keyframe(version)
+            or header.previous == crypto.NO_PREVIOUS
+            or prev_blob is None
+            or crypto.header(prev_blob) is None
+            or not prev_text
+            or open_blob.chain_hash(prev_blob, version - 1, fetch=held.get) != header.previous
+        ):
+            return None
+        new = crypto.reseal(
+            self._key,
+            text,
+            blob,
+            chain=open_blob.chain_hash(blob, version, fetch=held.get),
+            workspace_id=self.workspace_id,
+            path=path,
+            version=version,
+            previous_text=prev_text,
+        )
+        if len(new) >= len(blob) or open_blob(new, version, fetch=held.get) != text:
+            return None
+        return new
 
     def prove_key(self) -> None:
         """Check this key against the workspace's key check; the first key holder writes it."""

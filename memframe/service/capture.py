@@ -171,9 +171,9 @@ class CaptureMixin(AssistantBase):
             if read_policy(conn, workspace_id).mode is Mode.OFF:
                 raise CaptureRefused("Memory is Off for this workspace; nothing can be read or proposed.")
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
-            key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+            opener = self.key_sessions.memory_opener(admission.key_session_id, workspace_id)
             base = self._current_base(conn, workspace_id, version)
-            return version, _open_base(key, workspace_id, version, base, conn)
+            return version, _open_base(opener, workspace_id, version, base, conn)
 
     # --- proposals -------------------------------------------------------------------------
 

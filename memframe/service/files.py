@@ -118,6 +118,38 @@ def check_well_formed(ciphertext: bytes) -> None:
         )
 
 
+def replace_ciphertext(
+    conn: sqlite3.Connection, workspace_id: str, path: str, version: int, expected_hash: str, ciphertext: bytes
+) -> bool:
+    """Compaction's one write: an old version's ciphertext swapped for a re-seal of it, compare-and-set.
+
+    Only a version below the head, still holding the ciphertext whose hash is `expected_hash`, and
+    only for a well-formed re-seal under the very same header (chain start, size, previous hash:
+    what the server can check without the key) that is smaller. False (nothing written) otherwise:
+    a concurrent compaction got there first, or the row is the head now. The head is never
+    rewritten, so what clients remember of it (`SeenHeads`) and chain their next save onto stays true.
+    """
+    check_well_formed(ciphertext)
+    row = conn.execute(
+        "SELECT v.ciphertext FROM file_versions AS v JOIN files AS f ON f.workspace_id = v.workspace_id"
+        " AND f.path = v.path WHERE v.workspace_id = ? AND v.path = ? AND v.version = ? AND v.content_hash = ?"
+        " AND v.version < f.current_version",
+        (workspace_id, path, version, expected_hash),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return False
+    old = bytes(row[0])
+    header_end = crypto.HEADER_BYTES
+    if ciphertext[:header_end] != old[:header_end] or len(ciphertext) >= len(old):
+        raise InvalidInput("A compacted version keeps its header and is smaller; nothing was written.")
+    updated = conn.execute(
+        "UPDATE file_versions SET ciphertext = ?, content_hash = ?"
+        " WHERE workspace_id = ? AND path = ? AND version = ? AND content_hash = ?",
+        (ciphertext, content_hash(ciphertext), workspace_id, path, version, expected_hash),
+    )
+    return updated.rowcount == 1
+
+
 def check_restorable(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> None:
     row = conn.execute(
         "SELECT operation FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
