@@ -552,6 +552,21 @@ class Opener:
             return digest
         return self._open(blob, version, legacy, fetch or self._fetch, digest)[1]
 
+    def hold(self, blob: bytes, version: int, text: str) -> None:
+        """Remember `text` as what `blob` (sealed by this process, with this key) opens to, so the next
+        read of it, or of a delta against it, needs no decrypt of it. Only a remembering opener keeps it."""
+        if self._remember and blob[:4] == MAGIC:
+            import hashlib
+
+            self._keep(version, blob, text.encode("utf-8"), hashlib.sha256(blob).digest())
+
+    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes) -> None:
+        with self._lock:
+            self._opened.pop(version, None)
+            if len(self._opened) >= 2 * KEYFRAME_EVERY:
+                self._opened.pop(next(iter(self._opened)), None)
+            self._opened[version] = (blob, data, chain)
+
     def _held(self, version: int, blob: bytes) -> tuple[bytes, bytes] | None:
         held = self._opened.get(version)
         return (held[1], held[2]) if held is not None and held[0] == blob else None
@@ -587,10 +602,7 @@ class Opener:
 
             original = digest or hashlib.sha256(blob).digest()
         if self._remember and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
-            with self._lock:
-                if len(self._opened) >= 2 * KEYFRAME_EVERY:
-                    self._opened.pop(next(iter(self._opened)), None)
-                self._opened[version] = (blob, data, original)
+            self._keep(version, blob, data, original)
         return data, original
 
 

@@ -196,16 +196,31 @@ def test_captures_under_a_key_session_write_deltas_and_recall_opens_with_one_dec
                 changes=[MemoryChange("add", f"- captured {n}")],
                 expected_version=n,
             )
-            assert receipt.version == n + 1
+            assert receipt.version.version == n + 1
         assert decrypts == 0  # each capture's base was the head this session had opened (or written)
         recalled = service.assistant.recall(ws.id, ws.admissions[2].credential)
         assert recalled.status is RecallStatus.PROVIDED
         assert recalled.text == text + "- captured 1\n- captured 2\n"
-        assert decrypts == 1  # the new head, a delta against the head the session already held
+        assert decrypts == 0  # the head is what the session's last capture wrote
         with service.db.read() as conn:
             head = files.get_current(conn, ws.id, MEMORY_PATH)
         assert head is not None and head.ciphertext is not None
         assert encoding(ws.key, ws.id, head.ciphertext, 3) == crypto.DELTA
+        # A person's Save (sealed by their client as a delta): the next recall decrypts it alone.
+        saved = recalled.text + "- saved by a person\n"
+        blob = crypto.seal(
+            ws.key,
+            saved,
+            workspace_id=ws.id,
+            path=MEMORY_PATH,
+            version=4,
+            previous=head.ciphertext,
+            previous_text=recalled.text,
+        )
+        service.put_file("local", ws.id, MEMORY_PATH, blob, 3)
+        admit_many(service, [ws], 1)
+        assert service.assistant.recall(ws.id, ws.admissions[-1].credential).text == saved
+        assert decrypts == 1
     finally:
         service.close()
 
@@ -232,7 +247,9 @@ def every_version_opens(db: Path, key: bytes, texts: list[str]) -> None:
         backend.close()
     stored = rows(db, "w")
     for version, blob in stored.items():  # cold, each alone
-        got = crypto.open_sealed(key, blob or b"", workspace_id="w", path=MEMORY_PATH, version=version, fetch=stored.get)
+        got = crypto.open_sealed(
+            key, blob or b"", workspace_id="w", path=MEMORY_PATH, version=version, fetch=stored.get
+        )
         assert got == texts[version - 1]
 
 
@@ -255,17 +272,18 @@ def test_an_old_full_copy_database_opens_and_its_next_save_is_a_delta(tmp_path: 
 
 def test_compact_is_crash_safe_idempotent_and_keeps_the_chain(tmp_path: Path) -> None:
     db, key, texts = old_database(tmp_path, 150)
-    before = sum(len(b or b"") for b in rows(db, "w").values())
-    backend = LocalBackend(db, "w", key, seen=SeenHeads(None))
-    seen_head = backend.load()
+    before = rows(db, "w")
+    seen = SeenHeads(None)  # what one client remembers of the head, across everything below
+    backend = LocalBackend(db, "w", key, seen=seen)
     stopped_at: list[int] = []
 
     def crash(path: str, version: int) -> None:
-        if len(stopped_at) == 0 and version >= 40:
+        if not stopped_at and version >= 40:
             stopped_at.append(version)
             raise Crash
 
     try:
+        backend.load()
         with pytest.raises(Crash):
             backend.compact(after_each=crash)
     finally:
@@ -273,27 +291,28 @@ def test_compact_is_crash_safe_idempotent_and_keeps_the_chain(tmp_path: Path) ->
     every_version_opens(db, key, texts)  # half compacted: every version opens the same
     stored = rows(db, "w")
     assert encoding(key, "w", stored[stopped_at[0]] or b"", stopped_at[0]) == crypto.RESEAL
-    assert encoding(key, "w", stored[stopped_at[0] + 1] or b"", stopped_at[0] + 1) != crypto.RESEAL
+    assert stored[stopped_at[0] + 1] == before[stopped_at[0] + 1]  # nothing after the crash point
+    assert stored[150] == before[150]  # the head is never rewritten
 
     # A save lands between two runs (the head moves on); the next run finishes the rest.
-    backend = LocalBackend(db, "w", key, seen=SeenHeads(None))
+    backend = LocalBackend(db, "w", key, seen=seen)
     try:
         backend.load()
         backend.save(texts[-1] + "- saved meanwhile\n", 150)
         done = backend.compact()
         again = backend.compact()
+        assert backend.verify() == [(MEMORY_PATH, 151)]  # the chain, and the head this client saw
     finally:
         backend.close()
     texts = [*texts, texts[-1] + "- saved meanwhile\n"]
     assert done.rewritten > 100 and again.rewritten == 0 and again.versions == done.versions
     every_version_opens(db, key, texts)
     stored = rows(db, "w")
-    assert sum(len(b or b"") for b in stored.values()) < before / 4
+    assert sum(len(b or b"") for b in stored.values()) < sum(len(b or b"") for b in before.values()) / 4
     kinds = {v: encoding(key, "w", b or b"", v) for v, b in stored.items()}
     assert all(kinds[v] != crypto.RESEAL for v in kinds if crypto.keyframe(v))
     assert kinds[150] == crypto.RESEAL and kinds[151] == crypto.DELTA  # the old head is old now
-    # What a client remembered of the head it saw is still true of the history.
-    assert rows(db, "w")[150] != seen_head.info  # rewritten, yet the next version still chains onto it
+    assert all(stored[v][: crypto.HEADER_BYTES] == before[v][: crypto.HEADER_BYTES] for v in before)  # type: ignore[index]
 
 
 def test_the_server_takes_a_compaction_only_as_a_smaller_reseal_below_the_head(tmp_path: Path) -> None:
@@ -353,3 +372,39 @@ def test_compact_from_the_command_line(tmp_path: Path, memframe_home: Path, caps
     assert "0 of 79 old versions" in capsys.readouterr().out
     assert main(["verify", "-w", "w"]) == 0
     every_version_opens(paths.local_database(), ws.key, texts)
+
+
+_CHILD = """
+import sys
+from memframe.backend.heads import SeenHeads
+from memframe.backend.local import LocalBackend
+
+backend = LocalBackend(sys.argv[1], "w", bytes.fromhex(sys.argv[2]), seen=SeenHeads(None))
+backend.compact(after_each=lambda path, version: print(version, flush=True))
+"""
+
+
+def test_compact_killed_between_rewrites_leaves_every_version_opening(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    db, key, texts = old_database(tmp_path, 200)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(db), key.hex()], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+    )
+    assert child.stdout is not None
+    with child.stdout:
+        landed = [int(child.stdout.readline()) for _ in range(25)]  # 25 rewrites committed, more may follow
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert landed == sorted(landed)
+    every_version_opens(db, key, texts)
+    backend = LocalBackend(db, "w", key, seen=SeenHeads(None))
+    try:
+        rest = backend.compact()
+    finally:
+        backend.close()
+    assert 0 < rest.rewritten < 200 - 25
+    every_version_opens(db, key, texts)

@@ -91,9 +91,10 @@ class CaptureMixin(AssistantBase):
             base = self._current_base(conn, workspace_id, expected_version)
             base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
+            text = apply_memory_changes(base_text, list(changes))
             blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
                 key,
-                apply_memory_changes(base_text, list(changes)),
+                text,
                 workspace_id=workspace_id,
                 path=MEMORY_PATH,
                 version=version,
@@ -122,7 +123,10 @@ class CaptureMixin(AssistantBase):
             )
             if marked.rowcount != 1:
                 raise _FenceDidNotHold("admission already consumed")
+            written.append((blob, version, text))
             return info
+
+        written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
@@ -134,6 +138,7 @@ class CaptureMixin(AssistantBase):
                 "Memory was not changed: " + "; ".join(f"not true that {r}" for r in reasons) + ".",
                 reasons=reasons,
             ) from None
+        opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
