@@ -393,15 +393,24 @@ def _failed(exc: BaseException | None = None, message: str = "") -> Exception:
 
 def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None) -> str:
     """Open a text at `place` (see `_open_chained`), its text only."""
-    return _open_chained(aead, blob, place, legacy_ad, base)[0]
+    return _utf8(_open_chained(aead, blob, place, legacy_ad, base)[0])
+
+
+def _utf8(data: bytes) -> str:
+    """The text of opened bytes: not UTF-8 is as undecryptable as a wrong tag."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _failed(exc) from exc
 
 
 def _open_chained(
     aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None
-) -> tuple[str, bytes | None]:
+) -> tuple[bytes, bytes | None]:
     """Open a v2 text at `place`; a v1 one only when `legacy_ad` (its v1 associated data) is given.
     `base(version, previous_hash)` returns the UTF-8 bytes of the version a delta is made against.
-    Returns the text and, for a re-seal, the hash of the ciphertext it stands for (else None).
+    Returns the text's UTF-8 bytes (checked where they are decoded: a delta's bases are bytes
+    only) and, for a re-seal, the hash of the ciphertext it stands for (else None).
 
     cryptography's exceptions are imported only when something fails: `memframe history -p`
     opens every revision and is measured against `git log -p`."""
@@ -428,7 +437,7 @@ def _open_chained(
             raise ValueError("not a sealed text")
         if len(blob) < V1_OVERHEAD:
             raise ValueError("shorter than a sealed text")
-        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad).decode("utf-8"), None
+        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad), None
     except Exception as exc:
         from cryptography.exceptions import InvalidTag
 
@@ -450,7 +459,7 @@ def _inflate(payload: bytes | memoryview, limit: int) -> bytes:
     return data
 
 
-def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[str, bytes | None]:
+def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[bytes, bytes | None]:
     encoding, payload, size = plain[:1], plain[1:], head.size
     original = None
     if encoding == b"\x03":  # a re-seal: the original's hash, then an ordinary payload
@@ -471,7 +480,7 @@ def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[str, bytes | 
         raise ValueError("unknown payload encoding")
     if len(data) != size:
         raise ValueError("the text is not the size its header says")
-    return data.decode("utf-8"), original
+    return data, original
 
 
 def _undelta(payload: bytes, head: Header, base: Any) -> bytes:
@@ -540,7 +549,7 @@ class Opener:
     def __call__(self, blob: bytes | None, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> str:
         if blob is None:
             return ""
-        return self._open(blob, version, legacy, fetch or self._fetch)[0].decode("utf-8")
+        return _utf8(self._open(blob, version, legacy, fetch or self._fetch)[0])
 
     def chain_hash(self, blob: bytes, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> bytes:
         """What the next version's `prev` must be: the SHA-256 of `blob`, or for a re-seal, of the
@@ -587,7 +596,7 @@ class Opener:
                 text, chain = held[1], held[2]
             else:
                 older = None if fetch is None else fetch(at)
-                if older is None or header(older) is None:
+                if older is None:  # (an old-format one fails to open below: a delta's base is always v2)
                     raise ValueError("the base of this delta is missing or not the version it names")
                 text, chain = self._open(older, at, False, fetch)
             if chain != named:
@@ -595,8 +604,7 @@ class Opener:
             return text
 
         place = file_place(self._workspace_id, self._path, version)
-        text, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
-        data = text.encode("utf-8")
+        data, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
         if original is None:
             import hashlib
 
