@@ -75,6 +75,7 @@ class SealedBackend:
         # The newest version this client holds per path, its ciphertext and its text: the next
         # version chains onto the ciphertext and is sealed as a delta against the text.
         self._heads: dict[str, tuple[int, bytes | None, str]] = {}
+        self._openers: dict[str, crypto.Opener] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -100,22 +101,31 @@ class SealedBackend:
         return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
 
     def _opener(self, path: str) -> crypto.Opener:
-        """An opener for `path` that reads a delta's earlier versions (payload encoding 2) from the
-        store, a keyframe's run at a time, each checked against the hash its successor names."""
+        """This client's opener for `path`, made once: it reads a delta's earlier versions (payload
+        encoding 2) from the store, a keyframe's run at a time, each checked against the hash its
+        successor names, and remembers what it opened (this process's memory only), so the Changes
+        page and `history -p` open each revision of a run once, however they ask for it."""
+        made = self._openers.get(path)
+        if made is not None:
+            return made
         runs: dict[int, bytes | None] = {}
+        lock = threading.Lock()  # the frame's workers share the opener
 
         def fetch(version: int) -> bytes | None:
-            if version not in runs:
-                runs.clear()
-                first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
-                try:
-                    stored = self.store.get_versions(path, list(range(first, version + 1)))
-                except NotFound:
-                    return None
-                runs.update((s.info.version, s.ciphertext) for s in stored)
-            return runs.get(version)
+            with lock:
+                if version not in runs:
+                    runs.clear()
+                    first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+                    try:
+                        stored = self.store.get_versions(path, list(range(first, version + 1)))
+                    except NotFound:
+                        return None
+                    runs.update((s.info.version, s.ciphertext) for s in stored)
+                return runs.get(version)
 
-        return crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        made = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        self._openers[path] = made
+        return made
 
     def _observe(self, path: str, head: StoredVersion | None) -> str:
         """Check a head the server presents against what was seen, open it, then record it."""
