@@ -289,7 +289,7 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
             fetch = files.keyframe_runs(self.db.read, s.workspace_id, MEMORY_PATH)  # read only on a miss
-            text = open_memory(s.ciphertext or b"", judged.revision, legacy=True, fetch=fetch)
+            text = open_memory(s.ciphertext or b"", judged.revision or 0, legacy=True, fetch=fetch)
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():
