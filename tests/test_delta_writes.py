@@ -42,12 +42,12 @@ def rows(db: Path, ws: str) -> dict[int, bytes | None]:
     return {int(v): None if b is None else bytes(b) for v, b in found}
 
 
-def encoding(key: bytes, ws: str, blob: bytes, version: int) -> int:
+def encoding(key: bytes, ws: str, blob: bytes, version: int, path: str = MEMORY_PATH) -> int:
     """The payload encoding byte, read with the key (tests only); a re-seal says what it carries."""
     plain = crypto._aesgcm(key).decrypt(
         blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
         blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],
-        crypto._ad_v2(crypto.file_place(ws, MEMORY_PATH, version), blob[: crypto.HEADER_BYTES]),
+        crypto._ad_v2(crypto.file_place(ws, path, version), blob[: crypto.HEADER_BYTES]),
     )
     return plain[0]
 
@@ -408,3 +408,25 @@ def test_compact_killed_between_rewrites_leaves_every_version_opening(tmp_path: 
         backend.close()
     assert 0 < rest.rewritten < 200 - 25
     every_version_opens(db, key, texts)
+
+
+def test_a_note_a_person_saved_as_deltas_reads_and_searches_for_the_assistant(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    service = new_service(str(db))
+    try:
+        (ws,) = create_workspaces(service, 1, mode=Mode.AUTO, ai=True)
+        backend = LocalBackend(service, ws.id, ws.key, seen=SeenHeads(None))
+        base = texts_of(1)[0]
+        for n in range(5):
+            backend.write_file("notes/plan.md", base + f"- step {n}\n", n)
+        stored = service.get_file("local", ws.id, "notes/plan.md")
+        assert stored is not None and stored.ciphertext is not None
+        assert encoding(ws.key, ws.id, stored.ciphertext, 5, "notes/plan.md") == crypto.DELTA
+        open_key_sessions(service, [ws])
+        admit_many(service, [ws], 1)
+        credential = ws.admissions[0].credential
+        assert service.assistant.read_document(ws.id, credential, "notes/plan.md") == (5, base + "- step 4\n")
+        (hit,) = service.assistant.search_documents(ws.id, credential, "step 4")
+        assert hit.path == "notes/plan.md" and "step 4" in hit.snippet
+    finally:
+        service.close()
