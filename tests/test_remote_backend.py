@@ -317,3 +317,18 @@ def test_a_delta_chain_is_read_in_one_request_per_run(
         assert reader.read_revisions(list(range(1, 71))) == {v: t for v, t in enumerate(texts, start=1)}
     finally:
         reader.close()
+
+
+def test_a_revision_run_is_one_to_two_hundred_consecutive_revisions(service: MemoryService, token: str) -> None:
+    from tests.remote_kinds import asgi_client
+
+    with asgi_client(create_app(service)) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        url = "/api/v1/workspaces/ws/revision-runs/notes/a.md"
+        for first, last in ((2, 1), (1, 201), (0, 3)):
+            response = client.get(url, params={"first": first, "last": last})
+            assert response.status_code == 422, (first, last, response.text)
+        assert client.get(url, params={"first": 1, "last": 1}).status_code == 404  # no such note
+        assert (
+            client.get("/api/v1/workspaces/other/revision-runs/a.md", params={"first": 1, "last": 1}).status_code == 404
+        )
