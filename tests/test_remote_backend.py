@@ -23,7 +23,7 @@ from memframe.core.errors import InvalidInput, NotFound, Unauthorized, Unavailab
 from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.remote_kinds import PortalASGITransport
+from tests.remote_kinds import PortalASGITransport, asgi_client
 
 URL = "http://memory.example:8765"
 
@@ -320,8 +320,6 @@ def test_a_delta_chain_is_read_in_one_request_per_run(
 
 
 def test_a_revision_run_is_one_to_two_hundred_consecutive_revisions(service: MemoryService, token: str) -> None:
-    from tests.remote_kinds import asgi_client
-
     with asgi_client(create_app(service)) as client:
         client.headers["Authorization"] = f"Bearer {token}"
         url = "/api/v1/workspaces/ws/revision-runs/notes/a.md"
