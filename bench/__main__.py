@@ -30,7 +30,7 @@ def frame_at_scale(tmp: Path, settings: Settings) -> list[Figure]:
     if size is not None:
         figures.append(
             Figure(
-                name=f"database bytes, {count:,} revisions of 8 KiB (every revision whole)",
+                name=f"database bytes, {count:,} revisions of 8 KiB (sealed deltas, as saves write them)",
                 value=size / 2**20,
                 unit="MiB",
                 aim="≤ 1 GiB",

@@ -28,6 +28,11 @@ def render(results: dict[str, object]) -> str:
         f"The last full run, {host['date']}, on {host['cores']} {host['cpu']} cores (shared: load average "
         f"{host['load_average_at_start']} at start), Python {host['python']}, SQLite {host['sqlite']}, "
         f"git {host['git']}: {met} of {len(figures)} aims met.",
+        *[
+            f"The {r['stage']} figures are from a run of that stage alone ({r['date']}, load average "
+            f"{r['load_average_at_start']} at start, {r['elapsed_seconds']:.0f} s), merged in by name."
+            for r in results.get("partial_runs", [])  # type: ignore[attr-defined]
+        ],
         "",
         "| figure | value | floor / peer, measured beside it | ratio | aim | met |",
         "| --- | --- | --- | --- | --- | --- |",

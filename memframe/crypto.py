@@ -17,7 +17,7 @@ Sealed format v2 (every new ciphertext)::
     56      n+17   AES-256-GCM(plaintext) || tag(16)
     plaintext = encoding(1) || payload: encoding 0 = the UTF-8 text, 1 = zlib(UTF-8 text),
     2 = a delta against the previous version (below), each chosen only when it saves bytes
-    (payload length never exceeds `size`)
+    (payload length never exceeds `size`); 3 = a re-seal (below)
 
 A delta (encoding 2) is ``base(u32) || prefix(u32) || suffix(u32) || packing(1) || middle``: the
 text is the base version's first `prefix` bytes, then `middle` (raw for packing 0, zlib for 1),
@@ -28,6 +28,15 @@ delta at another text, and a delta whose base row was swapped fails to open. Ver
 most `KEYFRAME_EVERY - 1` earlier ones (`opener(fetch=…)` caches what it opened, so reading a run
 of versions in either direction opens each once). Everything stays ciphertext: the delta is
 inside the seal, and no plaintext, readable diff or key is stored.
+
+A re-seal (encoding 3, written only by `memframe admin compact`) is ``original(32) || encoding(1)
+|| payload``: the same text as the ciphertext whose SHA-256 is `original`, sealed again (as a
+delta where smaller) with that ciphertext's very header. The chain names ciphertexts: a
+version's `prev` stays the hash of its predecessor's *original* ciphertext, and a re-sealed
+predecessor answers for it with the `original` it carries, authenticated under the key (a server
+cannot make one; it can only put the original back, which opens to the same text). So compaction
+rewrites old rows without touching any later one, and `Opener.chain_hash` is the hash a
+successor's `prev` must name.
 
 The associated data is ``b"memframe/v2\x00" + place + b"\x00" + header(44 bytes)``, so the
 header is authenticated with the text. `place` says where the text belongs:
@@ -61,6 +70,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    #: `version -> ciphertext` (None if there is none): how an opener reads a delta's earlier versions.
+    Fetch = Callable[[int], bytes | None]
+
 # Start-up stays light (`memframe history -p` is measured against `git log -p`): hashlib, the
 # errors and cryptography are imported where they are used, and random bytes come from
 # os.urandom, which is what `secrets.token_bytes` returns.
@@ -78,7 +90,7 @@ SEAL_OVERHEAD = SEALED_EMPTY_BYTES
 #: Bytes a v1 seal added (nonce and tag): no sealed text of either format is shorter.
 V1_OVERHEAD = NONCE_BYTES + TAG_BYTES
 NO_PREVIOUS = bytes(HASH_BYTES)
-RAW, ZLIB, DELTA = 0, 1, 2
+RAW, ZLIB, DELTA, RESEAL = 0, 1, 2, 3
 #: A full (non-delta) version at least this often: no read walks further back than this.
 KEYFRAME_EVERY = 64
 _DELTA_HEAD = struct.Struct(">IIIB")
@@ -230,10 +242,23 @@ def _seal_v2(
     since: int = 0,
     previous: bytes = NO_PREVIOUS,
     delta: tuple[int, bytes] | None = None,
+    original: bytes | None = None,
 ) -> bytes:
     data = text.encode("utf-8")
     if len(data) > _MAX_U32 or not 0 <= since <= _MAX_U32 or len(previous) != HASH_BYTES:
         raise ValueError("cannot seal this text")
+    payload, encoding = _payload(data, delta)
+    if original is not None:  # a re-seal: the original's hash, then the payload as it would be
+        if len(original) != HASH_BYTES:
+            raise ValueError("cannot seal this text")
+        payload, encoding = original + bytes([encoding]) + payload, RESEAL
+    head = _HEADER.pack(MAGIC, since, len(data), previous)
+    nonce = os.urandom(NONCE_BYTES)
+    return head + nonce + _aesgcm(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
+
+
+def _payload(data: bytes, delta: tuple[int, bytes] | None) -> tuple[bytes, int]:
+    """The smallest of raw, zlib and (given a base) a delta: (payload, encoding)."""
     payload, encoding = data, RAW
     if len(data) >= _COMPRESS_FROM:
         import zlib
@@ -245,9 +270,7 @@ def _seal_v2(
         edit = _delta(delta[0], delta[1], data)
         if len(edit) < len(payload):
             payload, encoding = edit, DELTA
-    head = _HEADER.pack(MAGIC, since, len(data), previous)
-    nonce = os.urandom(NONCE_BYTES)
-    return head + nonce + _aesgcm(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
+    return payload, encoding
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -298,15 +321,48 @@ def seal(
     `previous` is None for version 1 and after a deletion (then `since` carries the document's
     protection start, if the caller knows it). With `previous_text` (the text `previous` opens
     to), the version may be sealed as a delta against it, when that is smaller and `version` is
-    not a keyframe; its readers then need `opener(fetch=…)`. The result is all the server ever stores.
+    not a keyframe; its readers then need `opener(fetch=…)`. An empty `previous_text` (a Clear's
+    revision) is never a base: the version after a Clear is whole, so no chain reaches past it.
+    The result is all the server ever stores.
     """
     if version < 1:
         raise ValueError("versions start at 1")
     first, prev = chain_link(previous, version, since=since)
     delta = None
-    if previous is not None and previous_text is not None and not keyframe(version) and header(previous):
+    if previous is not None and previous_text and not keyframe(version) and header(previous):
         delta = (version - 1, previous_text.encode("utf-8"))
     return _seal_v2(key, text, file_place(workspace_id, path, version), since=first, previous=prev, delta=delta)
+
+
+def reseal(
+    key: bytes,
+    text: str,
+    stored: bytes,
+    *,
+    chain: bytes,
+    workspace_id: str,
+    path: str,
+    version: int,
+    previous_text: str | None,
+) -> bytes:
+    """`stored` (a v2 ciphertext of `version`, opened to `text`; `chain` its `Opener.chain_hash`)
+    sealed again, as a delta against `previous_text` (version - 1's text) where that is smaller:
+    encoding 3, under `stored`'s own header, so every later version's `prev` still names it."""
+    head = header(stored)
+    if head is None or version < 1 or len(chain) != HASH_BYTES:
+        raise ValueError("only a new-format text can be re-sealed")
+    delta = None
+    if previous_text and head.previous != NO_PREVIOUS and not keyframe(version):
+        delta = (version - 1, previous_text.encode("utf-8"))
+    return _seal_v2(
+        key,
+        text,
+        file_place(workspace_id, path, version),
+        since=head.since,
+        previous=head.previous,
+        delta=delta,
+        original=chain,
+    )
 
 
 def seal_message(key: bytes, text: str, *, workspace_id: str, conversation_id: str, seq: int, role: str) -> bytes:
@@ -336,8 +392,25 @@ def _failed(exc: BaseException | None = None, message: str = "") -> Exception:
 
 
 def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None) -> str:
+    """Open a text at `place` (see `_open_chained`), its text only."""
+    return _utf8(_open_chained(aead, blob, place, legacy_ad, base)[0])
+
+
+def _utf8(data: bytes) -> str:
+    """The text of opened bytes: not UTF-8 is as undecryptable as a wrong tag."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _failed(exc) from exc
+
+
+def _open_chained(
+    aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None
+) -> tuple[bytes, bytes | None]:
     """Open a v2 text at `place`; a v1 one only when `legacy_ad` (its v1 associated data) is given.
     `base(version, previous_hash)` returns the UTF-8 bytes of the version a delta is made against.
+    Returns the text's UTF-8 bytes (checked where they are decoded: a delta's bases are bytes
+    only) and, for a re-seal, the hash of the ciphertext it stands for (else None).
 
     cryptography's exceptions are imported only when something fails: `memframe history -p`
     opens every revision and is measured against `git log -p`."""
@@ -364,7 +437,7 @@ def _open(aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: A
             raise ValueError("not a sealed text")
         if len(blob) < V1_OVERHEAD:
             raise ValueError("shorter than a sealed text")
-        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad).decode("utf-8")  # type: ignore[no-any-return]
+        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad), None
     except Exception as exc:
         from cryptography.exceptions import InvalidTag
 
@@ -386,8 +459,17 @@ def _inflate(payload: bytes | memoryview, limit: int) -> bytes:
     return data
 
 
-def _decode(plain: bytes, head: Header, base: Any = None) -> str:
+def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[bytes, bytes | None]:
     encoding, payload, size = plain[:1], plain[1:], head.size
+    original = None
+    if encoding == b"\x03":  # a re-seal: the original's hash, then an ordinary payload
+        if len(payload) < HASH_BYTES + 1 or payload[HASH_BYTES : HASH_BYTES + 1] == b"\x03":
+            raise ValueError("damaged re-seal")
+        original, encoding, payload = (
+            payload[:HASH_BYTES],
+            payload[HASH_BYTES : HASH_BYTES + 1],
+            payload[HASH_BYTES + 1 :],
+        )
     if encoding == b"\x00":
         data = payload
     elif encoding == b"\x01":
@@ -398,7 +480,7 @@ def _decode(plain: bytes, head: Header, base: Any = None) -> str:
         raise ValueError("unknown payload encoding")
     if len(data) != size:
         raise ValueError("the text is not the size its header says")
-    return data.decode("utf-8")
+    return data, original
 
 
 def _undelta(payload: bytes, head: Header, base: Any) -> bytes:
@@ -418,58 +500,125 @@ def _undelta(payload: bytes, head: Header, base: Any) -> bytes:
     return old[:prefix] + middle + old[len(old) - suffix :]
 
 
-def open_sealed(key: bytes, blob: bytes, *, workspace_id: str, path: str, version: int, legacy: bool = False) -> str:
+def open_sealed(
+    key: bytes,
+    blob: bytes,
+    *,
+    workspace_id: str,
+    path: str,
+    version: int,
+    legacy: bool = False,
+    fetch: Callable[[int], bytes | None] | None = None,
+) -> str:
     """Decrypt `version` of `path`, or fail with DecryptionFailed: never garbage text, never a crash.
 
     `legacy` admits a v1 text (sealed before the chain existed); callers pass it only where the
-    document's protection has not begun (see RELIABILITY.md, "Sealing v2").
+    document's protection has not begun (see RELIABILITY.md, "Sealing v2"). `fetch(version)`
+    returns an earlier version's ciphertext, for a text stored as a delta (see `opener`).
     """
-    return opener(key, workspace_id=workspace_id, path=path)(blob, version, legacy=legacy)
+    return opener(key, workspace_id=workspace_id, path=path, fetch=fetch)(blob, version, legacy=legacy)
+
+
+class Opener:
+    """`open_sealed` for many versions of one file, the cipher made once: call it as
+    `open_blob(blob, version, legacy=False, fetch=None)`. A missing blob (a deletion's) opens as "".
+
+    `fetch(version)` (given here, or per call) returns a version's ciphertext (None if there is
+    none): a delta's earlier versions are read through it, each checked against the hash its
+    successor's header names (`chain_hash`). With `remember` (the default when a `fetch` is given),
+    what was opened is kept (the last `2 * KEYFRAME_EVERY` versions, each with the exact ciphertext it
+    came from, in this process's memory only), so reading a run of versions opens each once, and a
+    key session's recall opens a new head with one decrypt; without it nothing is kept."""
+
+    __slots__ = ("_aead", "_fetch", "_legacy_ad", "_lock", "_opened", "_path", "_remember", "_workspace_id")
+
+    def __init__(
+        self, key: bytes, *, workspace_id: str, path: str, fetch: Fetch | None = None, remember: bool | None = None
+    ) -> None:
+        import threading
+
+        self._aead = _aesgcm(key)
+        self._workspace_id, self._path = workspace_id, path
+        self._legacy_ad = associated_data(workspace_id, path)
+        self._fetch = fetch
+        self._remember = fetch is not None if remember is None else remember
+        # version -> (ciphertext, UTF-8 text, chain hash); one lock, as a key session's is shared by threads
+        self._opened: dict[int, tuple[bytes, bytes, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, blob: bytes | None, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> str:
+        if blob is None:
+            return ""
+        return _utf8(self._open(blob, version, legacy, fetch or self._fetch)[0])
+
+    def chain_hash(self, blob: bytes, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> bytes:
+        """What the next version's `prev` must be: the SHA-256 of `blob`, or for a re-seal, of the
+        ciphertext it stands for (opening it, if it is one; a v2 text's payload encoding is sealed)."""
+        import hashlib
+
+        digest = hashlib.sha256(blob).digest()
+        if header(blob) is None:
+            return digest
+        return self._open(blob, version, legacy, fetch or self._fetch, digest)[1]
+
+    def hold(self, blob: bytes, version: int, text: str) -> None:
+        """Remember `text` as what `blob` (sealed by this process, with this key) opens to, so the next
+        read of it, or of a delta against it, needs no decrypt of it. Only a remembering opener keeps it."""
+        if self._remember and blob[:4] == MAGIC:
+            import hashlib
+
+            self._keep(version, blob, text.encode("utf-8"), hashlib.sha256(blob).digest())
+
+    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes) -> None:
+        with self._lock:
+            self._opened.pop(version, None)
+            if len(self._opened) >= 2 * KEYFRAME_EVERY:
+                self._opened.pop(next(iter(self._opened)), None)
+            self._opened[version] = (blob, data, chain)
+
+    def _held(self, version: int, blob: bytes) -> tuple[bytes, bytes] | None:
+        held = self._opened.get(version)
+        return (held[1], held[2]) if held is not None and held[0] == blob else None
+
+    def _open(
+        self, blob: bytes, version: int, legacy: bool, fetch: Fetch | None, digest: bytes | None = None
+    ) -> tuple[bytes, bytes]:
+        """(UTF-8 text, chain hash) of `blob` at `version`."""
+        held = self._held(version, blob) if self._remember else None
+        if held is not None:
+            return held
+
+        def base(at: int, named: bytes) -> bytes:
+            # The version before, from what was opened or through `fetch`: opened (so a swapped row
+            # fails as any altered text does) and then held to the hash this delta's header names.
+            held = self._opened.get(at) if self._remember else None
+            if held is not None:
+                text, chain = held[1], held[2]
+            else:
+                older = None if fetch is None else fetch(at)
+                if older is None:  # (an old-format one fails to open below: a delta's base is always v2)
+                    raise ValueError("the base of this delta is missing or not the version it names")
+                text, chain = self._open(older, at, False, fetch)
+            if chain != named:
+                raise ValueError("the base of this delta is missing or not the version it names")
+            return text
+
+        place = file_place(self._workspace_id, self._path, version)
+        data, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
+        if original is None:
+            import hashlib
+
+            original = digest or hashlib.sha256(blob).digest()
+        if self._remember and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
+            self._keep(version, blob, data, original)
+        return data, original
 
 
 def opener(
-    key: bytes, *, workspace_id: str, path: str, fetch: Callable[[int], bytes | None] | None = None
-) -> Callable[..., str]:
-    """`open_sealed` for many versions of one file, the cipher made once: call it as
-    `open_blob(blob, version, legacy=False)`. A missing blob (a deletion's) opens as "".
-
-    `fetch(version)` returns a version's ciphertext (None if there is none): a delta's earlier
-    versions are read through it, each checked against the hash its successor's header names.
-    With `fetch`, what was opened is remembered (the last `2 * KEYFRAME_EVERY` versions, each with
-    the exact ciphertext it came from, in this process's memory only), so reading a run of versions
-    opens each once; without it nothing is kept and a delta fails to open."""
-    import hashlib
-
-    aead = _aesgcm(key)
-    legacy_ad = associated_data(workspace_id, path)
-    opened: dict[int, tuple[bytes, bytes]] = {}  # version -> (ciphertext, UTF-8 text)
-
-    def base(version: int, digest: bytes) -> bytes:
-        held = opened.get(version)
-        blob = held[0] if held is not None else fetch(version)  # type: ignore[misc]
-        if blob is None or hashlib.sha256(blob).digest() != digest:
-            raise ValueError("the base of this delta is missing or not the version it names")
-        if held is not None:
-            return held[1]
-        return open_blob(blob, version).encode("utf-8")
-
-    def open_blob(blob: bytes | None, version: int, *, legacy: bool = False) -> str:
-        if blob is None:
-            return ""
-        if fetch is None:
-            return _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None)
-        held = opened.get(version)
-        if held is not None and held[0] == blob:
-            return held[1].decode("utf-8")
-        text = _open(aead, blob, file_place(workspace_id, path, version), legacy_ad if legacy else None, base)
-        if blob[:4] != MAGIC:  # only v2 texts are remembered: a v1 one must be judged (legacy) every time
-            return text
-        if len(opened) >= 2 * KEYFRAME_EVERY:
-            del opened[next(iter(opened))]
-        opened[version] = (blob, text.encode("utf-8"))
-        return text
-
-    return open_blob
+    key: bytes, *, workspace_id: str, path: str, fetch: Fetch | None = None, remember: bool | None = None
+) -> Opener:
+    """An `Opener` for `path` of `workspace_id` (see there)."""
+    return Opener(key, workspace_id=workspace_id, path=path, fetch=fetch, remember=remember)
 
 
 def open_message(

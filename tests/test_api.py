@@ -371,6 +371,7 @@ EXPECTED_OPERATIONS = {
     ("delete", "/api/v1/workspaces/{workspace_id}/files/{path}"),
     ("get", "/api/v1/workspaces/{workspace_id}/history/{path}"),
     ("get", "/api/v1/workspaces/{workspace_id}/revisions/{version}/{path}"),
+    ("get", "/api/v1/workspaces/{workspace_id}/revision-runs/{path}"),
     ("get", "/api/v1/workspaces/{workspace_id}/memory/policy"),
     ("put", "/api/v1/workspaces/{workspace_id}/memory/policy"),
     # the Assistant, for people

@@ -61,6 +61,9 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("get", "/api/v1/workspaces/{workspace_id}/revisions/{version}/{path}"): Call(
         "GET", lambda w: f"/api/v1/workspaces/{w}/revisions/1/{SECRET_FILE}", {}
     ),
+    ("get", "/api/v1/workspaces/{workspace_id}/revision-runs/{path}"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/revision-runs/{SECRET_FILE}?first=1&last=1", {}
+    ),
     ("get", "/api/v1/workspaces/{workspace_id}/memory/policy"): Call(
         "GET", lambda w: f"/api/v1/workspaces/{w}/memory/policy", {}
     ),

@@ -192,8 +192,14 @@ def test_a_capture_applies_its_edit_to_a_head_stored_as_a_delta(tmp_path) -> Non
         )
         with service.db.read() as conn:
             head = files.get_current(conn, ws.id, MEMORY_PATH)
-        assert head is not None and head.ciphertext is not None
-        text = crypto.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
+            assert head is not None and head.ciphertext is not None
+            fetch = files.ciphertexts(conn, ws.id, MEMORY_PATH)
+            text = crypto.open_sealed(
+                ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6, fetch=fetch
+            )
         assert text == texts[-1] + "- captured\n"
+        # The capture itself is sealed as a delta against the head it applied its edit to.
+        with pytest.raises(DecryptionFailed):
+            crypto.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
     finally:
         service.close()

@@ -23,7 +23,7 @@ from memframe.core.errors import InvalidInput, NotFound, Unauthorized, Unavailab
 from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.remote_kinds import PortalASGITransport
+from tests.remote_kinds import PortalASGITransport, asgi_client
 
 URL = "http://memory.example:8765"
 
@@ -295,3 +295,38 @@ def test_a_send_hands_the_key_only_to_the_key_session_route_and_is_not_retried(t
     assert carrying_key == ["/api/v1/workspaces/ws/key-sessions"]
     backend.close()
     assert recorder.requests[-1].method == "DELETE"  # closing revokes the key session
+
+
+def test_a_delta_chain_is_read_in_one_request_per_run(
+    token: str, key: bytes, recorders: Callable[[], Recorder]
+) -> None:
+    """Saves over HTTP are sealed deltas; a fresh client opens the longest chain (63 deltas after its
+    keyframe) with one `revision-runs` request, not one request per version."""
+    writer = remote(recorders(), token, key)
+    base = "".join(f"- a remembered fact number {n}\n" for n in range(150))
+    texts = [base + f"- edit {n}\n" for n in range(70)]
+    for version, text in enumerate(texts):
+        writer.save(text, version)
+    writer.close()
+    recorder = recorders()
+    reader = remote(recorder, token, key)
+    try:
+        assert reader.read_revision(64) == texts[63]
+        runs = [r for r in recorder.requests if "/revision-runs/" in r.url.path]
+        assert len(recorder.requests) == 2 and len(runs) == 1  # the revision itself, then its run
+        assert reader.read_revisions(list(range(1, 71))) == {v: t for v, t in enumerate(texts, start=1)}
+    finally:
+        reader.close()
+
+
+def test_a_revision_run_is_one_to_two_hundred_consecutive_revisions(service: MemoryService, token: str) -> None:
+    with asgi_client(create_app(service)) as client:
+        client.headers["Authorization"] = f"Bearer {token}"
+        url = "/api/v1/workspaces/ws/revision-runs/notes/a.md"
+        for first, last in ((2, 1), (1, 201), (0, 3)):
+            response = client.get(url, params={"first": first, "last": last})
+            assert response.status_code == 422, (first, last, response.text)
+        assert client.get(url, params={"first": 1, "last": 1}).status_code == 404  # no such note
+        assert (
+            client.get("/api/v1/workspaces/other/revision-runs/a.md", params={"first": 1, "last": 1}).status_code == 404
+        )

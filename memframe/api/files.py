@@ -9,6 +9,7 @@ their own prefixes, where the path is always the *last* part of the URL:
     DELETE …/files/{path}                 a tombstone against X-Base-Version
     GET    …/history/{path}?limit&before  version metadata, newest first, paged
     GET    …/revisions/{n}/{path}         one revision's metadata + ciphertext
+    GET    …/revision-runs/{path}?first&last  consecutive revisions + ciphertexts (a delta's bases)
 
 The server only ever sees ciphertext here; it cannot read what it stores.
 """
@@ -22,9 +23,17 @@ from starlette.concurrency import run_in_threadpool
 
 from memframe.api.deps import FilePath, Service, User, WorkspaceId
 from memframe.api.responses import error_responses
-from memframe.core.errors import FileNotFound
+from memframe.core.errors import FileNotFound, InvalidInput
 from memframe.wire.base import MAX_NUMBER
-from memframe.wire.files import FileEntry, FileList, PutFileIn, StoredVersionOut, VersionOut, VersionPage
+from memframe.wire.files import (
+    FileEntry,
+    FileList,
+    PutFileIn,
+    StoredVersionOut,
+    StoredVersionRun,
+    VersionOut,
+    VersionPage,
+)
 
 router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}", tags=["files"])
 
@@ -121,6 +130,27 @@ def list_versions(
     rows = service.list_versions(user, workspace_id, path, limit=limit, before=before)
     next_before = rows[-1].version if len(rows) == limit and rows[-1].version > 1 else None
     return VersionPage(versions=[VersionOut.model_validate(r) for r in rows], next_before=next_before)
+
+
+#: Revisions one run answer may hold: a keyframe's run is at most `crypto.KEYFRAME_EVERY` (64).
+RUN_LIMIT = 200
+
+
+@router.get("/revision-runs/{path:path}", responses=error_responses(401, 404, 422))
+def get_version_run(
+    workspace_id: WorkspaceId,
+    path: FilePath,
+    user: User,
+    service: Service,
+    first: Annotated[int, Query(ge=1, le=MAX_NUMBER, description="The oldest revision wanted.")],
+    last: Annotated[int, Query(ge=1, le=MAX_NUMBER, description="The newest revision wanted.")],
+) -> StoredVersionRun:
+    """Revisions `first` to `last` with their ciphertexts, in one read: what a client opening a
+    version stored as a delta needs (the run back to its keyframe), in one request instead of one each."""
+    if last < first or last - first >= RUN_LIMIT:
+        raise InvalidInput(f"A run is 1 to {RUN_LIMIT} consecutive revisions, first to last.")
+    stored = service.get_versions(user, workspace_id, path, list(range(first, last + 1)))
+    return StoredVersionRun(versions=[StoredVersionOut.model_validate(s) for s in stored])
 
 
 @router.get("/revisions/{version}/{path:path}", responses=error_responses(401, 404, 422))

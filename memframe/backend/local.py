@@ -90,6 +90,10 @@ class LocalStore:
     def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
         return self.service.get_versions(self.user, self.workspace_id, path, versions)
 
+    def replace_version(self, path: str, version: int, expected_hash: str, ciphertext: bytes) -> bool:
+        """Compaction's compare-and-set rewrite of one old version (see `MemoryService.compact_version`)."""
+        return self.service.compact_version(self.user, self.workspace_id, path, version, expected_hash, ciphertext)
+
     def get_policy(self) -> Policy:
         return self.service.get_policy(self.user, self.workspace_id)
 

@@ -41,7 +41,7 @@ from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Recei
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
 from memframe.wire.assistant import AIConsentOut, KeySessionOut, ProposalList, ReceiptList, TranscriptOut, TurnOut
-from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, VersionOut, VersionPage
+from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
 
 DEFAULT_TIMEOUT = 10.0
 #: A send runs a whole Assistant turn (several model calls) before it answers.
@@ -218,8 +218,22 @@ class RemoteStore:
         return _stored(self._request("GET", self._file_url(f"revisions/{int(version)}", path)), self)
 
     def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
-        """One request per revision: the server has no batch route (yet)."""
-        return [self.get_version(path, v) for v in versions]
+        """Consecutive revisions (a delta's run back to its keyframe, a history page) in one request per
+        200; any other set one request per revision."""
+        wanted = list(versions)
+        if len(wanted) < 2 or wanted != list(range(wanted[0], wanted[0] + len(wanted))):
+            return [self.get_version(path, v) for v in wanted]
+        found: list[StoredVersion] = []
+        for start in range(0, len(wanted), 200):
+            chunk = wanted[start : start + 200]
+            params = {"first": chunk[0], "last": chunk[-1]}
+            run = _read(
+                StoredVersionRun, self._request("GET", self._file_url("revision-runs", path), params=params), self
+            )
+            found += [v.to_stored() for v in run.versions]
+        if [s.info.version for s in found] != wanted:
+            raise _not_understood(self)
+        return found
 
     def get_policy(self) -> Policy:
         return _policy(self._request("GET", f"{self._prefix}/memory/policy"), self)

@@ -11,6 +11,7 @@ import json
 import secrets
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memframe import crypto
 from memframe.backend.base import MemoryStore
@@ -43,6 +44,16 @@ from memframe.core.types import (
 )
 
 
+@dataclass
+class Compacted:
+    """What `SealedBackend.compact` did: versions read, versions rewritten, and their bytes."""
+
+    versions: int = 0
+    rewritten: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+
 class SealedBackend:
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
@@ -61,8 +72,10 @@ class SealedBackend:
         self.save_state = save_state or SaveState()
         #: What this machine has seen of each document (rollback detection), beside the key.
         self.seen = seen if seen is not None else SeenHeads.for_store(store.location, store.workspace_id)
-        # The newest ciphertext this client holds per path: the next version chains onto it.
-        self._heads: dict[str, tuple[int, bytes | None]] = {}
+        # The newest version this client holds per path, its ciphertext and its text: the next
+        # version chains onto the ciphertext and is sealed as a delta against the text.
+        self._heads: dict[str, tuple[int, bytes | None, str]] = {}
+        self._openers: dict[str, crypto.Opener] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -87,23 +100,32 @@ class SealedBackend:
             return ""
         return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
 
-    def _opener(self, path: str) -> Callable[..., str]:
-        """An opener for `path` that reads a delta's earlier versions (payload encoding 2) from the
-        store, a keyframe's run at a time, each checked against the hash its successor names."""
+    def _opener(self, path: str) -> crypto.Opener:
+        """This client's opener for `path`, made once: it reads a delta's earlier versions (payload
+        encoding 2) from the store, a keyframe's run at a time, each checked against the hash its
+        successor names, and remembers what it opened (this process's memory only), so the Changes
+        page and `history -p` open each revision of a run once, however they ask for it."""
+        made = self._openers.get(path)
+        if made is not None:
+            return made
         runs: dict[int, bytes | None] = {}
+        lock = threading.Lock()  # the frame's workers share the opener
 
         def fetch(version: int) -> bytes | None:
-            if version not in runs:
-                runs.clear()
-                first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
-                try:
-                    stored = self.store.get_versions(path, list(range(first, version + 1)))
-                except NotFound:
-                    return None
-                runs.update((s.info.version, s.ciphertext) for s in stored)
-            return runs.get(version)
+            with lock:
+                if version not in runs:
+                    runs.clear()
+                    first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+                    try:
+                        stored = self.store.get_versions(path, list(range(first, version + 1)))
+                    except NotFound:
+                        return None
+                    runs.update((s.info.version, s.ciphertext) for s in stored)
+                return runs.get(version)
 
-        return crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        made = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        self._openers[path] = made
+        return made
 
     def _observe(self, path: str, head: StoredVersion | None) -> str:
         """Check a head the server presents against what was seen, open it, then record it."""
@@ -115,21 +137,24 @@ class SealedBackend:
         text = self._open_version(path, head.info.version, blob)  # an altered one fails here
         digest = "" if blob is None else crypto.content_hash(blob)
         self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
-        self._note(path, head.info.version, blob, digest)
+        self._note(path, head.info.version, blob, digest, text)
         return text
 
-    def _note(self, path: str, version: int, blob: bytes | None, digest: str) -> None:
+    def _note(self, path: str, version: int, blob: bytes | None, digest: str, text: str) -> None:
         header = crypto.header(blob)
         if header is not None and not 0 < header.since <= version:
             raise ChainBroken(f"Version {version} of {path} does not chain (its chain start is wrong).")
         self.seen.note(path, version, digest, None if header is None else header.since)
-        self._heads[path] = (version, blob)
+        self._heads[path] = (version, blob, text)
 
     def _seal_next(self, path: str, text: str, base_version: int) -> bytes:
-        """Seal version base+1, chained onto the base's ciphertext (fetched only if not held)."""
+        """Seal version base+1, chained onto the base's ciphertext (fetched only if not held), as a
+        delta against the base's text where that is smaller and base+1 is not a keyframe (the base
+        is what this client saw or saved, so it holds the text: nothing is opened for it)."""
         if base_version < 0:
             raise InvalidInput("The base version cannot be negative.")
         previous: bytes | None = None
+        previous_text: str | None = None
         held = self._heads.get(path)
         if base_version > 0:
             if held is None or held[0] != base_version:
@@ -138,7 +163,7 @@ class SealedBackend:
                     self._observe(path, head)
                 held = self._heads.get(path)
             if held is not None and held[0] == base_version:
-                previous = held[1]
+                previous, previous_text = held[1], held[2]
         seen = self.seen.get(path)
         return crypto.seal(
             self._key,
@@ -148,24 +173,25 @@ class SealedBackend:
             version=base_version + 1,
             previous=previous,
             since=None if seen is None else seen.since,
+            previous_text=previous_text,
         )
 
-    def _put(self, path: str, blob: bytes, base_version: int, **kwargs: object) -> VersionInfo:
+    def _put(self, path: str, blob: bytes, base_version: int, text: str, **kwargs: object) -> VersionInfo:
         """One upload; a conflict naming a version older than this machine has seen is a rollback."""
         try:
             info = self.store.put_file(path, blob, base_version, **kwargs)  # type: ignore[arg-type]
         except VersionConflict as exc:
             self.seen.check(path, exc.current_version, "")
             raise
-        self._acknowledged(path, info, blob)
+        self._acknowledged(path, info, blob, text)
         return info
 
-    def _acknowledged(self, path: str, info: VersionInfo, blob: bytes) -> None:
+    def _acknowledged(self, path: str, info: VersionInfo, blob: bytes, text: str) -> None:
         digest = crypto.content_hash(blob)
         if info.content_hash and info.content_hash != digest:
             raise ChainBroken(f"The server acknowledged version {info.version} of {path} with another hash.")
         self.seen.check(path, info.version, digest)
-        self._note(path, info.version, blob, digest)
+        self._note(path, info.version, blob, digest, text)
 
     # --- any file of the workspace (people manage every path, the memory's included) -------
 
@@ -183,7 +209,7 @@ class SealedBackend:
 
     def write_file(self, path: str, text: str, base_version: int) -> VersionInfo:
         """One direct write of any file against its exact base version (0 = create-only)."""
-        return self._put(path, self._seal_next(path, text, base_version), base_version)
+        return self._put(path, self._seal_next(path, text, base_version), base_version, text)
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -257,7 +283,9 @@ class SealedBackend:
                         f"The history does not chain at {where}: an old-format text after the chain began."
                     )
                 if header is not None:
-                    expected = crypto.NO_PREVIOUS if previous is None else bytes.fromhex(crypto.content_hash(previous))
+                    # The hash of the version before's ciphertext, or of the one its re-seal stands for
+                    # (`memframe admin compact`): authenticated under the key, so a server cannot forge it.
+                    expected = crypto.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
                     if header.previous != expected:
                         raise ChainBroken(
                             f"The history does not chain at {where}: it does not follow version {version - 1}."
@@ -283,6 +311,108 @@ class SealedBackend:
             self.seen.check(path, head_version, last_digest)
         return head_version
 
+    def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
+        """Rewrite old whole versions as re-sealed deltas (`memframe admin compact`): every document,
+        every version below its head, each rewrite its own compare-and-set transaction, so a crash or
+        a concurrent save leaves every version opening to its same text; running it again rewrites
+        only what is left. Needs the key (the server cannot read what it stores) and a store that
+        can rewrite a row (local; a server's database is compacted on a key holder's machine with
+        `--db`). `after_each(path, version)` runs after each rewrite (tests stop there, as a crash would).
+        """
+        replace = getattr(self.store, "replace_version", None)
+        if replace is None:
+            raise InvalidInput(
+                "Compaction rewrites a database directly: run it where the database is, with the key;"
+                " nothing was changed."
+            )
+        done = Compacted()
+        for path, head_version, _deleted in self.store.list_files():
+            self.seen.check(path, head_version, "")
+            self._compact_path(path, head_version, replace, done, after_each)
+        return done
+
+    def _compact_path(
+        self,
+        path: str,
+        head_version: int,
+        replace: Callable[[str, int, str, bytes], bool],
+        done: Compacted,
+        after_each: Callable[[str, int], None] | None,
+    ) -> None:
+        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
+        held: dict[int, bytes | None] = {}  # this run and the keyframe run before it: what deltas open against
+        chained = False  # no old-format text opens once a new-format one was read (as `verify` judges)
+        prev_blob: bytes | None = None
+        prev_text = ""
+        for start in range(1, head_version, 200):  # the head itself is never rewritten
+            for stale in [v for v in held if v < start - crypto.KEYFRAME_EVERY]:
+                del held[stale]
+            try:
+                stored = self.store.get_versions(path, list(range(start, min(head_version - 1, start + 199) + 1)))
+            except NotFound as exc:
+                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
+            for row in stored:
+                version, blob = row.info.version, row.ciphertext
+                held[version] = blob
+                header = crypto.header(blob)
+                chained = chained or header is not None
+                try:
+                    text = open_blob(blob, version, legacy=not chained, fetch=held.get)
+                    new = self._recompacted(open_blob, path, version, blob, text, prev_blob, prev_text, held)
+                except DecryptionFailed:
+                    raise ChainBroken(
+                        f"Version {version} of {path} could not be decrypted, so nothing after it was compacted."
+                    ) from None
+                done.versions += 1
+                if new is not None and blob is not None and replace(path, version, row.info.content_hash, new):
+                    held[version] = new
+                    done.rewritten += 1
+                    done.bytes_before += len(blob)
+                    done.bytes_after += len(new)
+                    if after_each is not None:
+                        after_each(path, version)
+                prev_blob, prev_text = held[version], text
+
+    def _recompacted(
+        self,
+        open_blob: crypto.Opener,
+        path: str,
+        version: int,
+        blob: bytes | None,
+        text: str,
+        prev_blob: bytes | None,
+        prev_text: str,
+        held: dict[int, bytes | None],
+    ) -> bytes | None:
+        """A smaller re-seal of `blob` as a delta against the version before, checked to open to the
+        same text; None when there is nothing to gain (a keyframe, a delta already, after a
+        deletion, a Clear or an old-format text)."""
+        header = crypto.header(blob)
+        if (
+            blob is None
+            or header is None
+            or crypto.keyframe(version)
+            or header.previous == crypto.NO_PREVIOUS
+            or prev_blob is None
+            or crypto.header(prev_blob) is None
+            or not prev_text
+            or open_blob.chain_hash(prev_blob, version - 1, fetch=held.get) != header.previous
+        ):
+            return None
+        new = crypto.reseal(
+            self._key,
+            text,
+            blob,
+            chain=open_blob.chain_hash(blob, version, fetch=held.get),
+            workspace_id=self.workspace_id,
+            path=path,
+            version=version,
+            previous_text=prev_text,
+        )
+        if len(new) >= len(blob) or open_blob(new, version, fetch=held.get) != text:
+            return None
+        return new
+
     def prove_key(self) -> None:
         """Check this key against the workspace's key check; the first key holder writes it."""
         mine = crypto.key_check(self._key, self.workspace_id)
@@ -300,7 +430,7 @@ class SealedBackend:
     def _write(self, text: str, base_version: int, **kwargs: object) -> VersionInfo:
         blob = self._seal_next(MEMORY_PATH, text, base_version)
         with self.save_state.saving():
-            info = self._put(MEMORY_PATH, blob, base_version, **kwargs)
+            info = self._put(MEMORY_PATH, blob, base_version, text, **kwargs)
             self.save_state.acknowledge(info.version)
         return info
 

@@ -7,6 +7,7 @@
     memframe admin token create|list|revoke  bearer tokens (shown once, stored hashed)
     memframe admin workspace create|list     workspaces (the owner becomes a member)
     memframe admin member add|remove|list    who may reach a workspace
+    memframe admin compact -w WORKSPACE      rewrite old whole versions as sealed deltas (needs the key)
 
 Admin commands work directly on the database file, so they need no token and
 no running server; they are safe to run while `serve` runs (SQLite WAL). Like
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from memframe.cli.listening import announce as _announce
 from memframe.cli.listening import listen as _listen
 from memframe.cli.listening import seconds as _seconds
+from memframe.cli.listening import shown
 from memframe.cli.options import Handler, add_model_options, model_client
 from memframe.cli.output import when
 from memframe.settings import Settings
@@ -88,6 +90,37 @@ def _service(args: argparse.Namespace, *, create: bool = False, key_sessions: An
         yield service
     finally:
         service.close()
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Compaction needs the workspace key (the server cannot read what it stores), so it runs on a
+    key holder's machine against the database file itself: the local one, or a team's with --db."""
+    from memframe.backend.local import LocalBackend
+    from memframe.backend.workspaces import load_key
+    from memframe.cli.output import prompt
+    from memframe.core.errors import NotFound
+    from memframe.service.accounts import LOCAL_USER
+
+    db: Path | str = args.db if args.db is not None else _local_db()
+    key = load_key(args.workspace, remote_url=args.key_for, prompt=prompt)
+    with _service(argparse.Namespace(db=db)) as service:
+        if args.workspace not in service.accounts.workspaces():
+            raise NotFound(f"There is no workspace {args.workspace!r} in {shown(db)}; nothing was changed.")
+        backend = LocalBackend(service, args.workspace, key, user=args.user or LOCAL_USER, owns_service=False)
+        backend.prove_key()
+        done = backend.compact()
+    print(
+        f"Compacted {args.workspace!r}: {done.rewritten} of {done.versions} old versions re-sealed as deltas,"
+        f" {done.bytes_before:,} bytes of ciphertext became {done.bytes_after:,} (SQLite reuses the freed pages;"
+        " VACUUM returns them to the disk)."
+    )
+    return 0
+
+
+def _local_db() -> Path:
+    from memframe import paths
+
+    return paths.local_database()
 
 
 # --- serve -------------------------------------------------------------------------------
@@ -392,6 +425,16 @@ def register(subparsers: Any, settings: Settings) -> None:
         p.add_argument("workspace", metavar="WORKSPACE")
         p.add_argument("user", metavar="USER")
     leaf(members, "list", cmd_member_list, "list a workspace's members").add_argument("workspace", metavar="WORKSPACE")
+
+    help_ = "rewrite a workspace's old whole versions as sealed deltas, with its key (crash-safe, repeatable)"
+    p = kinds.add_parser("compact", help=help_, description=help_)
+    p.add_argument("-w", "--workspace", required=True, metavar="WORKSPACE")
+    p.add_argument(
+        "--db", type=_db_target, default=None, metavar="PATH|URL", help="a team's database (default: the local one)"
+    )
+    p.add_argument("--user", default=None, help="a member of the workspace, for --db (default: the local user)")
+    p.add_argument("--key-for", default=None, metavar="URL", help="use the key imported for this server")
+    p.set_defaults(handler=cmd_compact)
 
 
 def _port(value: str) -> int:

@@ -84,13 +84,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
                 "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
             ).fetchone()
             head = files.get_current(conn, workspace_id, MEMORY_PATH) if row is None else None
-        if row is not None:
-            import hmac
-
-            if not hmac.compare_digest(str(row[0]), mine):
-                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
-        else:
-            if head is not None and head.ciphertext is not None:
+            opens = True
+            if head is not None and head.ciphertext is not None:  # a delta opens against its run, same snapshot
                 try:
                     crypto.open_sealed(
                         key,
@@ -99,9 +94,18 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
                         path=MEMORY_PATH,
                         version=head.info.version,
                         legacy=True,
+                        fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH),
                     )
                 except DecryptionFailed:
-                    raise WrongKey("This key does not open the workspace's memory.") from None
+                    opens = False
+        if row is not None:
+            import hmac
+
+            if not hmac.compare_digest(str(row[0]), mine):
+                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
+        else:
+            if not opens:
+                raise WrongKey("This key does not open the workspace's memory.")
             with self.db.write() as conn:
                 conn.execute(
                     "INSERT INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
@@ -291,7 +295,8 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         except KeySessionUnavailable:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
-            text = open_memory(s.ciphertext or b"", judged.revision, legacy=True)
+            fetch = files.keyframe_runs(self.db.read, s.workspace_id, MEMORY_PATH)  # read only on a miss
+            text = open_memory(s.ciphertext or b"", judged.revision or 0, legacy=True, fetch=fetch)
         except DecryptionFailed:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         if not text.strip():

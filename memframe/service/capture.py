@@ -70,6 +70,7 @@ class CaptureMixin(AssistantBase):
         # The key session is resolved immediately before the batch (an evicted or forgotten one fails
         # here); an explicit revocation is also a durable row, which the fence's predicate reads.
         key = self.key_sessions.resolve(key_session_id, workspace_id)
+        opener = self.key_sessions.memory_opener(key_session_id, workspace_id)  # its opened heads, this key's
         if self.before_fence_batch is not None:
             self.before_fence_batch()
         now = self.db.clock()
@@ -88,15 +89,17 @@ class CaptureMixin(AssistantBase):
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
-            base_text = _open_base(key, workspace_id, expected_version, base, conn)
+            base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
-            blob = crypto.seal(
+            text = apply_memory_changes(base_text, list(changes))
+            blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
                 key,
-                apply_memory_changes(base_text, list(changes)),
+                text,
                 workspace_id=workspace_id,
                 path=MEMORY_PATH,
                 version=version,
                 previous=base,
+                previous_text=base_text,
             )
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
@@ -120,7 +123,10 @@ class CaptureMixin(AssistantBase):
             )
             if marked.rowcount != 1:
                 raise _FenceDidNotHold("admission already consumed")
+            written.append((blob, version, text))
             return info
+
+        written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
@@ -132,6 +138,7 @@ class CaptureMixin(AssistantBase):
                 "Memory was not changed: " + "; ".join(f"not true that {r}" for r in reasons) + ".",
                 reasons=reasons,
             ) from None
+        opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
@@ -169,9 +176,9 @@ class CaptureMixin(AssistantBase):
             if read_policy(conn, workspace_id).mode is Mode.OFF:
                 raise CaptureRefused("Memory is Off for this workspace; nothing can be read or proposed.")
             version, _ = files.current_state(conn, workspace_id, MEMORY_PATH)
-            key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
+            opener = self.key_sessions.memory_opener(admission.key_session_id, workspace_id)
             base = self._current_base(conn, workspace_id, version)
-            return version, _open_base(key, workspace_id, version, base, conn)
+            return version, _open_base(opener, workspace_id, version, base, conn)
 
     # --- proposals -------------------------------------------------------------------------
 
@@ -297,12 +304,14 @@ def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
     )
 
 
-def _open_base(key: bytes, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection) -> str:
+def _open_base(
+    opener: crypto.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
+) -> str:
     """The memory text a capture applies its edits to, opened at its own version (a row copied
     from another version fails here). An old-format head still opens: it is the document's last
-    text from before sealing v2, and the capture's new version starts its chain. A head stored as a
-    delta opens against the versions before it, read in the same snapshot."""
+    text from before sealing v2, and the capture's new version starts its chain. `opener` is the
+    key session's, which usually holds the head already (recall opened it); a head stored as a
+    delta opens against the versions before it, read in the batch's own snapshot."""
     if base is None:
         return ""
-    fetch = files.ciphertexts(conn, workspace_id, MEMORY_PATH)
-    return crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, fetch=fetch)(base, version, legacy=True)
+    return opener(base, version, legacy=True, fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH))

@@ -35,10 +35,14 @@ class DocumentsMixin(AssistantBase):
     def _open(self, key: bytes, workspace_id: str, path: str, blob: bytes | None, version: int) -> str:
         """A note's version, opened at its own version (a copied row fails). The service keeps no
         record of what it has seen, so it admits an old-format text; clients refuse one after a
-        document's chain began, and `memframe verify` walks the chain."""
+        document's chain began, and `memframe verify` walks the chain. A note a person saved as a
+        delta opens against the versions before it, read as it needs them."""
         if blob is None:
             return ""
-        return crypto.open_sealed(key, blob, workspace_id=workspace_id, path=path, version=version, legacy=True)
+        fetch = files.keyframe_runs(self.db.read, workspace_id, path)
+        return crypto.open_sealed(
+            key, blob, workspace_id=workspace_id, path=path, version=version, legacy=True, fetch=fetch
+        )
 
     def list_documents(self, workspace_id: str, credential: str) -> list[tuple[str, int]]:
         """Live notes only; the memory namespace is never listed."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from memframe import crypto
@@ -117,6 +118,38 @@ def check_well_formed(ciphertext: bytes) -> None:
         )
 
 
+def replace_ciphertext(
+    conn: sqlite3.Connection, workspace_id: str, path: str, version: int, expected_hash: str, ciphertext: bytes
+) -> bool:
+    """Compaction's one write: an old version's ciphertext swapped for a re-seal of it, compare-and-set.
+
+    Only a version below the head, still holding the ciphertext whose hash is `expected_hash`, and
+    only for a well-formed re-seal under the very same header (chain start, size, previous hash:
+    what the server can check without the key) that is smaller. False (nothing written) otherwise:
+    a concurrent compaction got there first, or the row is the head now. The head is never
+    rewritten, so what clients remember of it (`SeenHeads`) and chain their next save onto stays true.
+    """
+    check_well_formed(ciphertext)
+    row = conn.execute(
+        "SELECT v.ciphertext FROM file_versions AS v JOIN files AS f ON f.workspace_id = v.workspace_id"
+        " AND f.path = v.path WHERE v.workspace_id = ? AND v.path = ? AND v.version = ? AND v.content_hash = ?"
+        " AND v.version < f.current_version",
+        (workspace_id, path, version, expected_hash),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return False
+    old = bytes(row[0])
+    header_end = crypto.HEADER_BYTES
+    if ciphertext[:header_end] != old[:header_end] or len(ciphertext) >= len(old):
+        raise InvalidInput("A compacted version keeps its header and is smaller; nothing was written.")
+    updated = conn.execute(
+        "UPDATE file_versions SET ciphertext = ?, content_hash = ?"
+        " WHERE workspace_id = ? AND path = ? AND version = ? AND content_hash = ?",
+        (ciphertext, content_hash(ciphertext), workspace_id, path, version, expected_hash),
+    )
+    return updated.rowcount == 1
+
+
 def check_restorable(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> None:
     row = conn.execute(
         "SELECT operation FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
@@ -158,6 +191,31 @@ def ciphertexts(conn: sqlite3.Connection, workspace_id: str, path: str) -> Calla
             return get_version(conn, workspace_id, path, version).ciphertext
         except NotFound:
             return None
+
+    return fetch
+
+
+def keyframe_runs(
+    read: Callable[[], AbstractContextManager[sqlite3.Connection]], workspace_id: str, path: str
+) -> Callable[[int], bytes | None]:
+    """`version -> ciphertext` for a reader outside any snapshot (recall's key-session opener): a
+    miss reads the version's whole keyframe run (its keyframe up to it) in one statement of a
+    snapshot of its own. Mixing snapshots is sound: every base is held to the hash its successor's
+    authenticated header names, so a row changed meanwhile fails to open, never opens wrong."""
+    run: dict[int, bytes | None] = {}
+
+    def fetch(version: int) -> bytes | None:
+        if version not in run:
+            first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+            with read() as conn:
+                rows = conn.execute(
+                    "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"
+                    " AND version BETWEEN ? AND ?",
+                    (workspace_id, path, first, version),
+                ).fetchall()
+            run.clear()
+            run.update((int(r[0]), None if r[1] is None else bytes(r[1])) for r in rows)
+        return run.get(version)
 
     return fetch
 

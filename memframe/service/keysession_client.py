@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -58,7 +57,7 @@ class RemoteKeySessions:
             headers={} if credential is None else {"authorization": f"Bearer {credential}"},
             trust_env=False,  # never through a proxy from the environment: keys travel in these bodies
         )
-        self._openers: OrderedDict[str, tuple[bytes, Callable[..., str]]] = OrderedDict()
+        self._openers: OrderedDict[str, tuple[bytes, crypto.Opener]] = OrderedDict()
         self._lock = threading.Lock()
         self._limits: tuple[float, float] | None = None
 
@@ -101,7 +100,7 @@ class RemoteKeySessions:
         except (KeyError, ValueError):
             raise KeySessionServiceDown() from None
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
         """Resolved against the service on every call (liveness is never cached); the cipher built
         from the confirmed key is reused while the service keeps returning that same key."""
         key = self.resolve(session_id, workspace_id)
@@ -111,7 +110,7 @@ class RemoteKeySessions:
             if kept is not None and kept[0] == key:
                 self._openers.move_to_end(session_id)
                 return kept[1]
-        opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH)
+        opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
         with self._lock:
             self._openers[session_id] = (key, opener)
             while len(self._openers) > MAX_OPENERS:

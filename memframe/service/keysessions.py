@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -59,8 +58,9 @@ class KeySessionStore(Protocol):
         """The key of a live session of this workspace (touching it), else KeySessionUnavailable."""
         ...
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
-        """`crypto.opener` for the workspace's memory under a live session's key (as `resolve` judges)."""
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+        """`crypto.opener` for the workspace's memory under a live session's key (as `resolve` judges),
+        remembering what it opened so a head stored as a delta opens with one decrypt."""
         ...
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
@@ -88,7 +88,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
-    memory_opener: Callable[..., str] | None = None
+    memory_opener: crypto.Opener | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
@@ -107,6 +107,9 @@ class KeySessions:
         self.lifetime_seconds = lifetime_seconds
         self._lock = threading.Lock()
         self._sessions: dict[str, _Session] = {}
+        # (user, workspace) -> their session ids, oldest first: opening one judges that person's
+        # sessions only, not every session the service holds (100,000 of them at scale)
+        self._theirs: dict[tuple[str, str], dict[str, None]] = {}
         self._swept_at = float("-inf")
 
     def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
@@ -118,14 +121,14 @@ class KeySessions:
         session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
         with self._lock:
             self._evict_locked(now)
+            ids = self._theirs.setdefault((user_id, workspace_id), {})
             theirs = sorted(
-                (s.created_at, sid)
-                for sid, s in self._sessions.items()
-                if (s.user_id, s.workspace_id) == (user_id, workspace_id) and not self._stale(s, now)
+                (self._sessions[sid].created_at, sid) for sid in ids if not self._stale(self._sessions[sid], now)
             )
             for _, sid in theirs[: max(0, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)]:
-                del self._sessions[sid]
+                self._drop_locked(sid)
             self._sessions[session_id] = session
+            self._theirs.setdefault((user_id, workspace_id), {})[session_id] = None
         return self._info(session_id, session)
 
     def sessions_of(self, user_id: str, workspace_id: str | None = None) -> list[tuple[str, str]]:
@@ -148,14 +151,26 @@ class KeySessions:
             return  # swept a moment ago (a clock that went back sweeps again)
         self._swept_at = now
         for sid in [sid for sid, s in self._sessions.items() if self._stale(s, now)]:
-            del self._sessions[sid]
+            self._drop_locked(sid)
+
+    def _drop_locked(self, session_id: str) -> None:
+        """Forget one session (and its place in its person's list)."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        key = (session.user_id, session.workspace_id)
+        ids = self._theirs.get(key)
+        if ids is not None:
+            ids.pop(session_id, None)
+            if not ids:
+                del self._theirs[key]
 
     def _live_locked(self, session_id: str, now: float) -> _Session | None:
         """The session if it is live; a stale one is forgotten the moment it is asked for."""
         self._evict_locked(now)
         session = self._sessions.get(session_id)
         if session is not None and self._stale(session, now):
-            del self._sessions[session_id]
+            self._drop_locked(session_id)
             return None
         return session
 
@@ -163,12 +178,17 @@ class KeySessions:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
         return self._touch(session_id, workspace_id).key
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> Callable[..., str]:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
         """`crypto.opener` for the workspace's memory under this session's key, made once per session
-        (recall opens the memory before every model call) and forgotten with the key."""
+        (recall opens the memory before every model call) and forgotten with the key. It remembers
+        the versions it opened (RAM only, with the exact ciphertext each came from), so a head
+        stored as a delta opens with one decrypt against the head before it; each call passes the
+        `fetch` that reads earlier versions, for a head whose chain it has not opened yet."""
         session = self._touch(session_id, workspace_id)
         if session.memory_opener is None:
-            session.memory_opener = crypto.opener(session.key, workspace_id=workspace_id, path=MEMORY_PATH)
+            session.memory_opener = crypto.opener(
+                session.key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True
+            )
         return session.memory_opener
 
     def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
@@ -189,7 +209,7 @@ class KeySessions:
 
     def forget(self, session_id: str) -> None:
         with self._lock:
-            self._sessions.pop(session_id, None)
+            self._drop_locked(session_id)
 
     def __len__(self) -> int:
         """Live sessions only: a stale one not yet swept away does not count."""

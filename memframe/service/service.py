@@ -159,6 +159,16 @@ class MemoryService:
 
         return self.db.write_together(batch)
 
+    def compact_version(
+        self, user: str, workspace_id: str, path: str, version: int, expected_hash: str, ciphertext: bytes
+    ) -> bool:
+        """Replace an old version's ciphertext with a smaller re-seal of the same text (made by a key
+        holder: `memframe admin compact`), in a transaction of its own; see `files.replace_ciphertext`."""
+        path = check_file_path(path)
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            return files.replace_ciphertext(conn, workspace_id, path, version, expected_hash, ciphertext)
+
     def get_key_check(self, user: str, workspace_id: str) -> str | None:
         """The workspace's key check, or None if no key holder has written one yet."""
         with self.db.read() as conn:

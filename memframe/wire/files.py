@@ -51,6 +51,12 @@ class StoredVersionOut(VersionOut):
         return StoredVersion(self.to_info(), None if self.ciphertext is None else decode_base64(self.ciphertext))
 
 
+class StoredVersionRun(WireOut):
+    """Consecutive revisions with their ciphertexts, oldest first: a delta's earlier versions in one answer."""
+
+    versions: list[StoredVersionOut] = Field(description="Oldest first, every version from `first` to `last`.")
+
+
 class VersionPage(WireOut):
     versions: list[VersionOut] = Field(description="Newest first.")
     next_before: int | None = Field(

@@ -179,9 +179,10 @@ def every_version_opens(db: str | Path, key: bytes) -> int:
             "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?",
             (WORKSPACE, MEMORY_PATH),
         ).fetchall()
-    for version, blob in blobs:
+    stored = {int(version): None if blob is None else bytes(blob) for version, blob in blobs}
+    for version, blob in stored.items():  # each cold, its delta chain (if any) read from the rows
         if blob is not None:
-            crypto.open_sealed(key, bytes(blob), workspace_id=WORKSPACE, path=MEMORY_PATH, version=version)
+            crypto.open_sealed(key, blob, workspace_id=WORKSPACE, path=MEMORY_PATH, version=version, fetch=stored.get)
     checker = LocalBackend(db, WORKSPACE, key, seen=SeenHeads(None))
     try:
         checker.verify()
