@@ -59,15 +59,12 @@ applied by the callers and stated in RELIABILITY.md.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
     from typing import Any
 
     #: `version -> ciphertext` (None if there is none): how an opener reads a delta's earlier versions.
@@ -96,19 +93,11 @@ KEYFRAME_EVERY = 64
 _DELTA_HEAD = struct.Struct(">IIIB")
 _MAX_U32 = 2**32 - 1
 _HEADER = struct.Struct(">4sII32s")
-_KEYFILE_FORMAT = "memframe-key/1"
-# scrypt for new files: 2**17 * 8 * 128 bytes = 128 MiB of memory, ~0.4 s: slow for guessing, quick
-# for a person. A file records its own N, so files written with the older 2**15 still open.
-_SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**17, 8, 1
-#: The N a key file may name: powers of two from the oldest files' 2**15 up to 2**20 (1 GiB).
-_SCRYPT_N_ALLOWED = frozenset(2**e for e in range(15, 21))
-#: The shortest passphrase `key export` accepts: the file travels between people, so it meets guessers.
-MIN_EXPORT_PASSPHRASE = 12
 #: Texts shorter than this are never worth compressing (zlib's own overhead is ~11 bytes).
 _COMPRESS_FROM = 64
 
 
-def _aesgcm(key: bytes):  # type: ignore[no-untyped-def]
+def aead(key: bytes):  # type: ignore[no-untyped-def]
     """AES-256-GCM with `key`; every encryption and decryption in memframe is made through here."""
     return _aesgcm_class()(key)
 
@@ -254,7 +243,7 @@ def _seal_v2(
         payload, encoding = original + bytes([encoding]) + payload, RESEAL
     head = _HEADER.pack(MAGIC, since, len(data), previous)
     nonce = os.urandom(NONCE_BYTES)
-    return head + nonce + _aesgcm(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
+    return head + nonce + aead(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
 
 
 def _payload(data: bytes, delta: tuple[int, bytes] | None) -> tuple[bytes, int]:
@@ -377,7 +366,7 @@ def seal_proposal(key: bytes, text: str, *, workspace_id: str, proposal_id: str)
 def seal_v1(key: bytes, text: str, *, workspace_id: str, path: str) -> bytes:
     """A text in the format before v2: only tests and migrations of old data make one."""
     nonce = os.urandom(NONCE_BYTES)
-    return nonce + _aesgcm(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
+    return nonce + aead(key).encrypt(nonce, text.encode("utf-8"), associated_data(workspace_id, path))
 
 
 # --- opening ------------------------------------------------------------------------------
@@ -537,7 +526,7 @@ class Opener:
     ) -> None:
         import threading
 
-        self._aead = _aesgcm(key)
+        self._aead = aead(key)
         self._workspace_id, self._path = workspace_id, path
         self._legacy_ad = associated_data(workspace_id, path)
         self._fetch = fetch
@@ -626,7 +615,7 @@ def open_message(
 ) -> str:
     """A transcript message at position `seq`; `legacy` admits one sealed v1 under its old path."""
     legacy_ad = associated_data(workspace_id, f"conversations/{conversation_id}") if legacy else None
-    return _open(_aesgcm(key), blob, transcript_place(workspace_id, conversation_id, seq, role), legacy_ad)
+    return _open(aead(key), blob, transcript_place(workspace_id, conversation_id, seq, role), legacy_ad)
 
 
 def open_transcript(
@@ -653,9 +642,7 @@ def open_transcript(
 
 def open_proposal(key: bytes, blob: bytes, *, workspace_id: str, proposal_id: str, legacy_path: str) -> str:
     """Proposals are short-lived: a v1 one (under its old path) still opens."""
-    return _open(
-        _aesgcm(key), blob, proposal_place(workspace_id, proposal_id), associated_data(workspace_id, legacy_path)
-    )
+    return _open(aead(key), blob, proposal_place(workspace_id, proposal_id), associated_data(workspace_id, legacy_path))
 
 
 def key_check(key: bytes, workspace_id: str) -> str:
@@ -671,129 +658,3 @@ def key_fingerprint(key: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(b"memframe-key-id\x00" + key).hexdigest()[:16]
-
-
-# --- key files ---------------------------------------------------------------------------
-
-
-def _kdf(passphrase: str, salt: bytes, n: int = _SCRYPT_N) -> bytes:
-    import hashlib
-
-    if n not in _SCRYPT_N_ALLOWED:
-        raise ValueError("scrypt cost out of range")
-    return hashlib.scrypt(
-        passphrase.encode("utf-8"),
-        salt=salt,
-        n=n,
-        r=_SCRYPT_R,
-        p=_SCRYPT_P,
-        maxmem=2 * 128 * _SCRYPT_R * n,
-        dklen=KEY_BYTES,
-    )
-
-
-def check_export_passphrase(passphrase: str) -> None:
-    """Refuse a passphrase too short to protect a key file that travels between people."""
-    if len(passphrase) < MIN_EXPORT_PASSPHRASE:
-        from memframe.core.errors import InvalidInput
-
-        raise InvalidInput(
-            f"The passphrase must be at least {MIN_EXPORT_PASSPHRASE} characters long; nothing was written."
-        )
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None) -> bytes:
-    """Serialise a key, wrapping it with scrypt + AES-GCM when a passphrase is given."""
-    doc: dict[str, str | int] = {
-        "format": _KEYFILE_FORMAT,
-        "workspace": workspace_id,
-        "fingerprint": key_fingerprint(key),
-    }
-    if passphrase:
-        salt = os.urandom(16)
-        nonce = os.urandom(NONCE_BYTES)
-        wrapped = _aesgcm(_kdf(passphrase, salt)).encrypt(nonce, key, workspace_id.encode())
-        doc.update(kdf="scrypt", n=_SCRYPT_N, salt=_b64(salt), nonce=_b64(nonce), wrapped=_b64(wrapped))
-    else:
-        doc.update(key=_b64(key))
-    return (json.dumps(doc, indent=2) + "\n").encode()
-
-
-def decode_key_file(
-    raw: bytes, passphrase: str | None = None, *, source: str = "key file", workspace_id: str | None = None
-) -> bytes:
-    """Read a key file; a wrong passphrase, a damaged file, or (given `workspace_id`) another
-    workspace's file is a KeyFileError, one line.
-
-    A raw key file needs only json and base64: cryptography is imported for a wrapped one
-    alone, so opening the frame on an unwrapped key does not load it before the first paint.
-    """
-    from_damaged: BaseException | None = None
-    try:
-        key = _key_from_file(raw, passphrase, source, workspace_id)
-    except (ValueError, KeyError, TypeError) as exc:
-        key, from_damaged = b"", exc
-    if len(key) != KEY_BYTES:
-        from memframe.core.errors import KeyFileError
-
-        raise KeyFileError(f"The {source} is damaged or not a memframe key file.") from from_damaged
-    return key
-
-
-def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_workspace: str | None) -> bytes:
-    doc = json.loads(raw)
-    if doc.get("format") != _KEYFILE_FORMAT:
-        raise ValueError
-    workspace = str(doc["workspace"])
-    if expected_workspace is not None and workspace != expected_workspace:
-        from memframe.core.errors import KeyFileError  # imported only here: `history -p` reads keys too
-
-        raise KeyFileError(
-            f"The {source} holds the key of workspace {workspace!r}, not {expected_workspace!r}; nothing was imported."
-        )
-    if "key" in doc:
-        return base64.b64decode(doc["key"], validate=True)
-    if not passphrase:
-        from memframe.core.errors import KeyFileError
-
-        raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
-    salt = base64.b64decode(doc["salt"], validate=True)
-    nonce = base64.b64decode(doc["nonce"], validate=True)
-    wrapped = base64.b64decode(doc["wrapped"], validate=True)
-    from cryptography.exceptions import InvalidTag
-
-    try:
-        kdf_key = _kdf(passphrase, salt, int(doc.get("n", 2**15)))
-        return _aesgcm(kdf_key).decrypt(nonce, wrapped, workspace.encode())  # type: ignore[no-any-return]
-    except InvalidTag:
-        from memframe.core.errors import KeyFileError
-
-        raise KeyFileError("Wrong passphrase for the workspace key.") from None
-
-
-def key_file_is_wrapped(raw: bytes) -> bool:
-    try:
-        return "wrapped" in json.loads(raw)
-    except ValueError:
-        return False
-
-
-def write_private_file(path: Path, data: bytes) -> None:
-    """Create a file readable only by its owner, atomically: no window where it is 0644."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

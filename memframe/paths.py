@@ -7,6 +7,7 @@ home). The local embedded workspace database and the key files sit there.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -49,3 +50,20 @@ def key_scope(remote_url: str | None) -> str:
 
 def key_file(workspace_id: str, remote_url: str | None = None) -> Path:
     return home() / "keys" / key_scope(remote_url) / f"{check_workspace_id(workspace_id)}.key"
+
+
+def write_private_file(path: Path, data: bytes) -> None:
+    """Create a file readable only by its owner, atomically: no window where it is 0644."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -34,7 +34,7 @@ def seal_history(texts: list[str]) -> list[bytes]:
 
 def encoding(blob: bytes, version: int) -> int:
     """The payload encoding byte, read with the key (tests only)."""
-    aead = crypto._aesgcm(KEY)
+    aead = crypto.aead(KEY)
     plain = aead.decrypt(
         blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
         blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],

@@ -44,7 +44,7 @@ def rows(db: Path, ws: str) -> dict[int, bytes | None]:
 
 def encoding(key: bytes, ws: str, blob: bytes, version: int, path: str = MEMORY_PATH) -> int:
     """The payload encoding byte, read with the key (tests only); a re-seal says what it carries."""
-    plain = crypto._aesgcm(key).decrypt(
+    plain = crypto.aead(key).decrypt(
         blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
         blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],
         crypto._ad_v2(crypto.file_place(ws, path, version), blob[: crypto.HEADER_BYTES]),

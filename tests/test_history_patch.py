@@ -202,10 +202,10 @@ def test_a_workspace_the_local_user_left_goes_to_the_service(capsys, local) -> N
 
 
 def test_a_wrong_key_is_one_line_and_prints_no_text(capsys, local, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
-    from memframe import crypto
+    from memframe import crypto, keyfiles
 
     key_file = memframe_home / "keys" / "local" / "default.key"
-    key_file.write_bytes(crypto.encode_key_file(crypto.new_key(), "default"))
+    key_file.write_bytes(keyfiles.encode_key_file(crypto.new_key(), "default"))
     code, out, err = run(capsys, "history", "-p")
     assert (code, out) == (EXIT_ERROR, "")
     assert err.startswith("memframe: ") and err.count("\n") == 1 and "Traceback" not in err

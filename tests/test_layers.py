@@ -14,10 +14,11 @@ ROOT = PACKAGE
 #: The one rule table (DESIGN.md "Dependency direction"): layer -> {layer it may import: why}.
 #: Every arrow has its reason, and an arrow nothing uses any more fails `test_every_allowed_arrow_is_used`,
 #: so the table cannot keep exceptions that have gone stale. Modules at the package's top level are
-#: their own layer (`crypto`, `paths`, `settings`, `__main__`).
+#: their own layer (`crypto`, `keyfiles`, `paths`, `settings`, `__main__`).
 RULES: dict[str, dict[str, str]] = {
     "core": {},
     "crypto": {"core": "errors and the sealed-path rules"},
+    "keyfiles": {"core": "a damaged or wrong key file is a KeyFileError", "crypto": "a wrapped key is sealed with AES-GCM"},
     "settings": {"core": "a bad config file is an InvalidInput"},
     "paths": {"core": "errors", "settings": "MEMFRAME_HOME is read once, in settings"},
     "wire": {"core": "the HTTP bodies are read from and into the core dataclasses"},
@@ -44,6 +45,7 @@ RULES: dict[str, dict[str, str]] = {
         "service": "the local backend is the service in-process on an embedded SQLite file",
         "assistant": "the local backend runs the Assistant in-process, as the server does",
         "settings": "a key file's passphrase may come from the environment, read once in settings",
+        "keyfiles": "the workspace key is written to and read from its key file on the person's machine",
     },
     "mcp": {
         "core": "errors and the namespace rules",
@@ -63,8 +65,9 @@ RULES: dict[str, dict[str, str]] = {
         "api": "`memframe serve` runs the HTTP app",
         "service": "`memframe admin` manages accounts on the database; `history -p` reads it directly",
         "assistant": "the chat command builds the model client",
-        "crypto": "`init` makes a key and `key export/import` wrap it, on the person's machine",
-        "paths": "`history -p` finds the key file without starting the backend",
+        "crypto": "`key export` shows the key's fingerprint, on the person's machine",
+        "keyfiles": "`key export/import` wrap and unwrap a key with a passphrase",
+        "paths": "`history -p` finds the key file without starting the backend; `key export` writes it 0600",
     },
     "__main__": {"cli": "`python -m memframe` is the memframe command"},
 }

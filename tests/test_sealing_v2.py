@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from memframe import crypto
+from memframe import crypto, keyfiles
 from memframe.backend.sealed import SealedBackend
 from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput, RolledBack, WrongKey
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
@@ -299,7 +299,7 @@ def test_importing_a_wrong_key_is_refused_and_keeps_the_right_one(
     assert main(["init"]) == 0
     right = paths.key_file("default").read_bytes()
     stranger = tmp_path / "stranger.key"
-    stranger.write_bytes(crypto.encode_key_file(crypto.new_key(), "default", "pass"))
+    stranger.write_bytes(keyfiles.encode_key_file(crypto.new_key(), "default", "pass"))
     monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "pass")
     capsys.readouterr()
     assert main(["key", "import", str(stranger), "--force"]) == EXIT_ERROR

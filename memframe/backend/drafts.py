@@ -34,7 +34,7 @@ def write_draft(workspace_id: str, text: str, *, now: float) -> Path:
     while target.exists():
         n += 1
         target = folder / f"{name}-{n}.md"
-    from memframe.crypto import write_private_file  # the atomic 0600 write the key files use
+    from memframe.paths import write_private_file  # the atomic 0600 write the key files use
 
     write_private_file(target, text.encode("utf-8"))
     return target

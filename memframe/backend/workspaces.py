@@ -6,7 +6,7 @@ which backend" is decided once.
 
 from __future__ import annotations
 
-from memframe import crypto, paths
+from memframe import crypto, keyfiles, paths
 
 # Light to import: `memframe history -p` reads keys through here on its short path, so the
 # backends, the errors and typing are imported only where they are used.
@@ -46,7 +46,7 @@ def write_key(
         from memframe.core.errors import InvalidInput
 
         raise InvalidInput(f"A key for {workspace_id!r} already exists at {target}; nothing was changed.")
-    crypto.write_private_file(target, crypto.encode_key_file(key, workspace_id, passphrase))
+    paths.write_private_file(target, keyfiles.encode_key_file(key, workspace_id, passphrase))
     return target
 
 
@@ -58,9 +58,9 @@ def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: Passph
     except OSError as exc:
         raise _key_unreadable(workspace_id, source, exc) from None
     passphrase = None
-    if crypto.key_file_is_wrapped(raw):
+    if keyfiles.key_file_is_wrapped(raw):
         passphrase = _passphrase(prompt, f"Passphrase for workspace {workspace_id!r}: ")
-    return crypto.decode_key_file(raw, passphrase, source=f"key file {source}")
+    return keyfiles.decode_key_file(raw, passphrase, source=f"key file {source}")
 
 
 def _key_unreadable(workspace_id: str, source: Path, exc: OSError) -> Exception:

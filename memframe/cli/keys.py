@@ -34,27 +34,27 @@ EXPORT_VARIABLE = "MEMFRAME_EXPORT_PASSPHRASE"
 def cmd_key(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from memframe import crypto
+    from memframe import crypto, keyfiles, paths
     from memframe.backend.workspaces import load_key, write_key
 
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
         passphrase = args.settings.export_passphrase or new_passphrase(EXPORT_VARIABLE)
-        crypto.check_export_passphrase(passphrase)
-        crypto.write_private_file(Path(args.file), crypto.encode_key_file(key, args.workspace, passphrase))
+        keyfiles.check_export_passphrase(passphrase)
+        paths.write_private_file(Path(args.file), keyfiles.encode_key_file(key, args.workspace, passphrase))
         out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
         out(f"Fingerprint {crypto.key_fingerprint(key)}: the importer should see the same.")
         return 0
     raw = _read_bytes(args.file)
     passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
-    if not passphrase and not sys.stdin.isatty() and crypto.key_file_is_wrapped(raw):
+    if not passphrase and not sys.stdin.isatty() and keyfiles.key_file_is_wrapped(raw):
         from memframe.core.errors import KeyFileError
 
         raise KeyFileError(
             f"The key file {args.file} is protected by a passphrase and there is no terminal to ask for it: "
             f"set {EXPORT_VARIABLE}."
         )
-    key = crypto.decode_key_file(raw, passphrase or None, source=f"key file {args.file}", workspace_id=args.workspace)
+    key = keyfiles.decode_key_file(raw, passphrase or None, source=f"key file {args.file}", workspace_id=args.workspace)
     from memframe.backend.workspaces import prove_key
 
     prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # a wrong key is not kept

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memframe import crypto, paths
+from memframe import crypto, keyfiles, paths
 from memframe.assistant.models import Message, ModelReply, ScriptedModel
 from memframe.assistant.runtime import SYSTEM_PROMPT
 from memframe.backend.local import LocalBackend
@@ -103,7 +103,7 @@ def test_a_full_session_leaks_nothing(
     # --- init, with a passphrase-wrapped key --------------------------------------------------------
     monkeypatch.setenv("MEMFRAME_PASSPHRASE", PASSPHRASE)
     assert main(["init", "--passphrase"]) == 0
-    assert crypto.key_file_is_wrapped(paths.key_file("default").read_bytes())
+    assert keyfiles.key_file_is_wrapped(paths.key_file("default").read_bytes())
     key = load_key("default")
     s.add_key(key)
     monkeypatch.delenv("MEMFRAME_PASSPHRASE")
