@@ -40,6 +40,7 @@ import argparse
 import ast
 import concurrent.futures
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -65,6 +66,7 @@ MODULES: dict[str, list[str]] = {
     "memframe/core/namespace.py": ["tests/core/test_namespace_promises.py", "tests/core/test_namespace.py"],
     "memframe/core/recall.py": ["tests/core/test_recall.py", "tests/assistant/test_turn_promises.py"],
     "memframe/service/capture.py": [
+        "tests/assistant/test_capture_promises.py",
         *FENCE_TESTS,
         "tests/assistant/test_turn_promises.py",
         "tests/assistant/test_turns.py",
@@ -462,7 +464,7 @@ def _run_modules(args: argparse.Namespace, trees: list[Path], cov: CoverageMap) 
         earlier = {m.fingerprint: r for m, r in saved.get(module, []) if m.fingerprint}
         for m in todo:  # with --resume: keep what unchanged code measured, except live survivors
             r = earlier.get(m.fingerprint)
-            if r is not None and not (r.survived and m.key not in EQUIVALENT):
+            if r is not None and not (r.survived and entry_for(EQUIVALENT, m) is None):
                 done.append((m, r))
         kept = {m for m, _ in done}
         total = len(todo)
@@ -529,6 +531,23 @@ def _all_results() -> tuple[dict[str, list[tuple[Mutant, Result]]], dict[str, fl
     return out, minutes, totals
 
 
+@functools.cache
+def _source_lines(module: str) -> list[str]:
+    path = ROOT / module
+    return path.read_text().splitlines() if path.is_file() else []
+
+
+def entry_for(table: dict[tuple[str, ...], str], m: Mutant) -> str | None:
+    """The entry for `m` in EQUIVALENT or KILLED_SINCE: keyed by (module, kind, before, after),
+    or, where that alone is ambiguous, with a fifth element that the mutant's line must contain."""
+    lines = _source_lines(m.module)
+    text = lines[m.line - 1] if 0 < m.line <= len(lines) else ""
+    for key, value in table.items():
+        if len(key) == 5 and key[:4] == m.key and key[4] in text:
+            return value
+    return table.get(m.key)
+
+
 def report(results: dict[str, list[tuple[Mutant, Result]]], minutes: dict[str, float], totals: dict[str, int]) -> str:
     out = [
         "# Mutation report",
@@ -545,13 +564,15 @@ def report(results: dict[str, list[tuple[Mutant, Result]]], minutes: dict[str, f
     ]
     details: list[str] = []
     for module, rows in results.items():
-        later = [m for m, r in rows if r.survived and m.key in KILLED_SINCE]
+        later = [m for m, r in rows if r.survived and entry_for(KILLED_SINCE, m)]
         killed = sum(1 for _, r in rows if not r.survived) + len(later)
-        survivors = [(m, r) for m, r in rows if r.survived and m.key not in KILLED_SINCE]
+        survivors = [(m, r) for m, r in rows if r.survived and not entry_for(KILLED_SINCE, m)]
         for m in later:
-            details.append(f"- `{module}:{m.line}` {m.kind}: survived the run; killed since by `{KILLED_SINCE[m.key]}`")
-        equivalent = [m for m, _ in survivors if m.key in EQUIVALENT]
-        live = [m for m, _ in survivors if m.key not in EQUIVALENT]
+            details.append(
+                f"- `{module}:{m.line}` {m.kind}: survived the run; killed since by `{entry_for(KILLED_SINCE, m)}`"
+            )
+        equivalent = [m for m, _ in survivors if entry_for(EQUIVALENT, m)]
+        live = [m for m, _ in survivors if not entry_for(EQUIVALENT, m)]
         judged = killed + len(live)
         rate = 100.0 * killed / judged if judged else 100.0
         per = 60 * minutes[module] / len(rows) if rows else 0.0
@@ -560,7 +581,7 @@ def report(results: dict[str, list[tuple[Mutant, Result]]], minutes: dict[str, f
             f"| {rate:.1f}% | {minutes[module]:.1f} | {per:.1f} |"
         )
         for m, r in survivors:
-            why = EQUIVALENT.get(m.key)
+            why = entry_for(EQUIVALENT, m)
             verdict = f"equivalent: {why}" if why else "**survived**"
             if r.unexecuted:
                 verdict += " (no test executes it)"

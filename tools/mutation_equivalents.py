@@ -1,7 +1,9 @@
 """Surviving mutants judged equivalent: they change no behaviour the contract speaks of.
 
 Keyed by (module, kind, before, after) — the mutant without its line number, so an unrelated
-edit does not lose the judgement. Each reason says why no test can (or should) tell.
+edit does not lose the judgement — or, where one module has several such mutants and only some
+are equivalent, by (module, kind, before, after, text the mutant's line contains). Each reason
+says why no test can (or should) tell.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ _NS = "memframe/core/namespace.py"
 _RECALL = "memframe/core/recall.py"
 _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
+_CAPTURE = "memframe/service/capture.py"
 
-EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+EQUIVALENT: dict[tuple[str, ...], str] = {
     (_NS, "number + 1", "8", "9"): (
         "_MAX_DECODE_ROUNDS: a path still changing after the last round is reserved (fails closed), so "
         "one round more or less only moves where an absurdly nested ordinary path starts being refused"
@@ -48,12 +51,31 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
         "length: strictness never fires"
     ),
+    (_CAPTURE, "sql: drop conjunct", " AND consumed_at IS NULL", ""): (
+        "marking the admission consumed: the fence row inserted just before, in the same transaction, "
+        "already required `a.consumed_at IS NULL` (a second capture of the turn is refused there, F9), "
+        "so the UPDATE's own guard never finds a consumed row"
+    ),
+    (_CAPTURE, "number + 1", "8", "9", "token_hex(8)"): (
+        "a proposal id's random part one byte longer: ids stay unique and opaque; nothing reads their length"
+    ),
+    (_CAPTURE, "bool constant", "False", "True", "ensure_ascii=False"): (
+        "a proposal's edits as JSON with non-ASCII escaped: sealed, and read back by json.loads to the same edits"
+    ),
+    (_CAPTURE, "bool constant", "True", "False", "ensure_ascii=False, sort_keys=True"): (
+        "a proposal's edits as JSON without sorted keys: sealed, and read back by json.loads to the same edits"
+    ),
+    (_CAPTURE, "bool constant", "True", "False", '"expected": expected_version}, sort_keys=True'): (
+        "the request hash without sorted keys: the body is built from the same dict literal and "
+        "MemoryChange.as_dict in a fixed order every time, so a retry of the same change still hashes the "
+        "same and a different change still differently"
+    ),
 }
 
 
 #: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
 #: and running that test; the next full run measures them again.
-KILLED_SINCE: dict[tuple[str, str, str, str], str] = {
+KILLED_SINCE: dict[tuple[str, ...], str] = {
     (_EDITS, "number + 1", "1", "2"): (  # `end = start + 1` in _Document.add
         "tests/core/test_edit_promises.py::test_T1_a_heading_right_after_the_target_heading_ends_its_empty_section"
     ),
