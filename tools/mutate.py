@@ -71,7 +71,12 @@ MODULES: dict[str, list[str]] = {
         "tests/assistant/test_turn_promises.py",
         "tests/assistant/test_turns.py",
     ],
-    "memframe/service/policy.py": ["tests/test_service.py", *FENCE_TESTS, "tests/assistant/test_admission_recall.py"],
+    "memframe/service/policy.py": [
+        "tests/test_policy_promises.py",
+        "tests/test_service.py",
+        *FENCE_TESTS,
+        "tests/assistant/test_admission_recall.py",
+    ],
     "memframe/service/files.py": ["tests/test_service.py", "tests/test_backend_contract.py", *FENCE_TESTS],
     "memframe/core/types.py": [*CORE_TESTS, *FENCE_TESTS],
     "memframe/core/memory_state.py": ["tests/test_save_state.py", "tests/assistant/test_admission_recall.py"],

@@ -13,6 +13,7 @@ _RECALL = "memframe/core/recall.py"
 _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
 _CAPTURE = "memframe/service/capture.py"
+_POLICY = "memframe/service/policy.py"
 
 EQUIVALENT: dict[tuple[str, ...], str] = {
     (_NS, "number + 1", "8", "9"): (
@@ -69,6 +70,11 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "the request hash without sorted keys: the body is built from the same dict literal and "
         "MemoryChange.as_dict in a fixed order every time, so a retry of the same change still hashes the "
         "same and a different change still differently"
+    ),
+    (_POLICY, "sql: drop conjunct", " AND path = :path", ""): (
+        "the Clear's own row is looked up by workspace, version and operation 'clear'; only the memory can "
+        "be cleared (put_file refuses clear=True on any other path), so a 'clear' row at that version is "
+        "the memory's whatever the path condition says"
     ),
 }
 
