@@ -14,6 +14,7 @@ _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
 _CAPTURE = "memframe/service/capture.py"
 _POLICY = "memframe/service/policy.py"
+_FILES = "memframe/service/files.py"
 
 EQUIVALENT: dict[tuple[str, ...], str] = {
     (_NS, "number + 1", "8", "9"): (
@@ -75,6 +76,14 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "the Clear's own row is looked up by workspace, version and operation 'clear'; only the memory can "
         "be cleared (put_file refuses clear=True on any other path), so a 'clear' row at that version is "
         "the memory's whatever the path condition says"
+    ),
+    (_FILES, "number + 1", "500", "501", "wanted[start : start + 500]"): (
+        "get_versions reads in steps of 500 and slices 501: neighbouring chunks overlap by one revision, "
+        "which lands in the same dict; 501 bound parameters are still far under SQLite's limit"
+    ),
+    (_FILES, "number + 1", "8", "9", "_info(row[:8])"): (
+        "`_info(row[:8])` → `row[:9]`: _info reads the first eight columns by index, so a longer slice "
+        "reads the same (the two `row[8]` mutants on that line are killed)"
     ),
 }
 
