@@ -86,7 +86,12 @@ MODULES: dict[str, list[str]] = {
         "tests/assistant/test_capture_promises.py",
         "tests/test_policy_promises.py",
     ],
-    "memframe/core/types.py": [*CORE_TESTS, "tests/test_policy_promises.py", *FENCE_TESTS],
+    "memframe/core/types.py": [
+        *CORE_TESTS,
+        "tests/test_document_promises.py",
+        "tests/test_policy_promises.py",
+        *FENCE_TESTS,
+    ],
     "memframe/core/memory_state.py": ["tests/test_save_state.py", "tests/assistant/test_admission_recall.py"],
     "memframe/core/paths.py": CORE_TESTS,
     "memframe/core/turns.py": [*FENCE_TESTS, "tests/assistant/test_turns.py"],
