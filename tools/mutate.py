@@ -94,8 +94,18 @@ MODULES: dict[str, list[str]] = {
     ],
     "memframe/core/memory_state.py": ["tests/test_save_state.py", "tests/assistant/test_admission_recall.py"],
     "memframe/core/paths.py": CORE_TESTS,
-    "memframe/core/turns.py": [*FENCE_TESTS, "tests/assistant/test_turns.py"],
-    "memframe/service/admissions.py": [*FENCE_TESTS, "tests/assistant/test_admission_recall.py"],
+    "memframe/core/turns.py": [
+        *FENCE_TESTS,
+        "tests/assistant/test_admission_promises.py",
+        "tests/assistant/test_turns.py",
+    ],
+    "memframe/service/admissions.py": [
+        "tests/assistant/test_admission_promises.py",
+        *FENCE_TESTS,
+        "tests/assistant/test_admission_recall.py",
+        "tests/assistant/test_capture_promises.py",
+        "tests/assistant/test_turns.py",
+    ],
     "memframe/backend/save_state.py": ["tests/test_send_wait_promise.py", "tests/test_save_state.py"],
 }
 SQL_MODULES = {"memframe/service/fence.py", "memframe/service/capture.py", "memframe/service/files.py",

@@ -15,6 +15,7 @@ _FENCE = "memframe/service/fence.py"
 _CAPTURE = "memframe/service/capture.py"
 _POLICY = "memframe/service/policy.py"
 _FILES = "memframe/service/files.py"
+_TURNS = "memframe/core/turns.py"
 
 EQUIVALENT: dict[tuple[str, ...], str] = {
     (_NS, "number + 1", "8", "9"): (
@@ -84,6 +85,12 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
     (_FILES, "number + 1", "8", "9", "_info(row[:8])"): (
         "`_info(row[:8])` → `row[:9]`: _info reads the first eight columns by index, so a longer slice "
         "reads the same (the two `row[8]` mutants on that line are killed)"
+    ),
+    (_TURNS, "bool constant", "False", "True", "cut_off: bool = False"): (
+        "TurnResult.cut_off's default: the runtime sets it from every final reply's finish_reason; the "
+        "default is seen only by a turn that ended without a final reply (stopped after its tool steps, or "
+        "the model lost after tools ran), where the frame and CLI would say the answer was cut off. A "
+        "wording of the memframe CLI, no promise of the contract"
     ),
 }
 
