@@ -106,7 +106,11 @@ MODULES: dict[str, list[str]] = {
         "tests/assistant/test_capture_promises.py",
         "tests/assistant/test_turns.py",
     ],
-    "memframe/backend/save_state.py": ["tests/test_send_wait_promise.py", "tests/test_save_state.py"],
+    "memframe/backend/save_state.py": [
+        "tests/test_send_wait_promise.py",
+        "tests/test_save_state_promises.py",
+        "tests/test_save_state.py",
+    ],
 }
 SQL_MODULES = {"memframe/service/fence.py", "memframe/service/capture.py", "memframe/service/files.py",
                "memframe/service/policy.py"}  # fmt: skip
