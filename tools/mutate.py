@@ -64,7 +64,11 @@ MODULES: dict[str, list[str]] = {
     "memframe/service/fence.py": FENCE_TESTS,
     "memframe/core/edits.py": ["tests/core/test_edit_promises.py", "tests/core/test_edits.py"],
     "memframe/core/namespace.py": ["tests/core/test_namespace_promises.py", "tests/core/test_namespace.py"],
-    "memframe/core/recall.py": ["tests/core/test_recall.py", "tests/assistant/test_turn_promises.py"],
+    "memframe/core/recall.py": [
+        "tests/core/test_recall_promises.py",
+        "tests/core/test_recall.py",
+        "tests/assistant/test_turn_promises.py",
+    ],
     "memframe/service/capture.py": [
         "tests/assistant/test_capture_promises.py",
         *FENCE_TESTS,

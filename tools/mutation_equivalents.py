@@ -92,12 +92,22 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "the model lost after tools ran), where the frame and CLI would say the answer was cut off. A "
         "wording of the memframe CLI, no promise of the contract"
     ),
+    (_RECALL, "number + 1", "0", "1", "return decoded, done > 0"): (
+        "`done` is where the last decoded entity ended; an entity is at least two characters (`&` and a "
+        "name or number), so whenever one was decoded `done > 1` holds exactly when `done > 0` does"
+    ),
 }
 
 
 #: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
 #: and running that test; the next full run measures them again.
 KILLED_SINCE: dict[tuple[str, ...], str] = {
+    (_RECALL, "compare: In → NotIn", 'ch in "[\\ufe47\\uff3b"', "ch not in '[\ufe47\uff3b'"): (
+        "tests/core/test_recall_promises.py::test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start"
+    ),
+    (_RECALL, "negate condition", 'ch in "[\\ufe47\\uff3b"', "not (ch in '[\ufe47\uff3b')"): (
+        "tests/core/test_recall_promises.py::test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start"
+    ),
     (_EDITS, "number + 1", "1", "2"): (  # `end = start + 1` in _Document.add
         "tests/core/test_edit_promises.py::test_T1_a_heading_right_after_the_target_heading_ends_its_empty_section"
     ),
