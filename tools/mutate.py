@@ -583,18 +583,21 @@ def _all_results() -> tuple[dict[str, list[tuple[Mutant, Result]]], dict[str, fl
 
 
 @functools.cache
-def _source_lines(module: str) -> list[str]:
+def _source(module: str) -> str:
     path = ROOT / module
-    return path.read_text().splitlines() if path.is_file() else []
+    return path.read_text() if path.is_file() else ""
 
 
 def entry_for(table: dict[tuple[str, ...], str], m: Mutant) -> str | None:
     """The entry for `m` in EQUIVALENT or KILLED_SINCE: keyed by (module, kind, before, after),
-    or, where that alone is ambiguous, with a fifth element that the mutant's line must contain."""
-    lines = _source_lines(m.module)
-    text = lines[m.line - 1] if 0 < m.line <= len(lines) else ""
+    or, where that alone is ambiguous, with a fifth element that the mutant's line must contain —
+    as written, or with the mutated text marked ⟨so⟩ when one line has several such mutants."""
+    source = _source(m.module)
+    begin, end = source.rfind("\n", 0, m.start) + 1, source.find("\n", m.end)
+    line = source[begin : end if end >= 0 else len(source)]
+    marked = source[begin : m.start] + "⟨" + source[m.start : m.end] + "⟩" + source[m.end : end if end >= 0 else None]
     for key, value in table.items():
-        if len(key) == 5 and key[:4] == m.key and key[4] in text:
+        if len(key) == 5 and key[:4] == m.key and (key[4] in line or key[4] in marked):
             return value
     return table.get(m.key)
 

@@ -2,7 +2,8 @@
 
 Keyed by (module, kind, before, after) — the mutant without its line number, so an unrelated
 edit does not lose the judgement — or, where one module has several such mutants and only some
-are equivalent, by (module, kind, before, after, text the mutant's line contains). Each reason
+are equivalent, by (module, kind, before, after, text the mutant's line contains), in which the
+mutated text may be marked ⟨so⟩ to tell apart several on one line. Each reason
 says why no test can (or should) tell.
 """
 
@@ -82,7 +83,7 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "get_versions reads in steps of 500 and slices 501: neighbouring chunks overlap by one revision, "
         "which lands in the same dict; 501 bound parameters are still far under SQLite's limit"
     ),
-    (_FILES, "number + 1", "8", "9", "_info(row[:8])"): (
+    (_FILES, "number + 1", "8", "9", "_info(row[:⟨8⟩])"): (
         "`_info(row[:8])` → `row[:9]`: _info reads the first eight columns by index, so a longer slice "
         "reads the same (the two `row[8]` mutants on that line are killed)"
     ),
@@ -101,7 +102,28 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
 
 #: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
 #: and running that test; the next full run measures them again.
+_READS = "tests/test_files_promises.py and tests/test_read_revisions.py (now in files' MODULES)"
+_SELECT = 'f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"'
+_SELECT_CHUNK = _SELECT + "\n            f\" AND version IN ({', '.join('?' * len(chunk))})\""
 KILLED_SINCE: dict[tuple[str, ...], str] = {
+    (_FILES, "arith: + ↔ -", "start + 500", "start - 500"): _READS,
+    (_FILES, "compare: Is → IsNot", "row[8] is None", "row[8] is not None"): _READS,
+    (_FILES, "number + 1", "8", "9", "row[⟨8⟩] is None"): _READS,
+    (_FILES, "number + 1", "8", "9", "bytes(row[⟨8⟩])"): _READS,
+    (_FILES, "compare: NotIn → In", "v not in found", "v in found"): _READS,
+    (_FILES, "negate condition", "missing", "not (missing)"): _READS,
+    (_FILES, "number + 1", "0", "1", "range(⟨0⟩, len(wanted), 500)"): _READS,
+    (_FILES, "number + 1", "500", "501", "range(0, len(wanted), ⟨500⟩)"): _READS,
+    (_FILES, "number + 1", "0", "1", "found[int(row[⟨0⟩])]"): _READS,
+    (_FILES, "number + 1", "0", "1", "{missing[⟨0⟩]}"): _READS,
+    (_FILES, "sql: = → <>", " = ", " <> ", _SELECT): _READS,
+    (_FILES, "sql: drop conjunct", " AND path = ?", "", _SELECT): _READS,
+    (
+        _FILES,
+        "sql: predicate always true",
+        _SELECT_CHUNK,
+        '"1"',
+    ): _READS,
     (_RECALL, "compare: In → NotIn", 'ch in "[\\ufe47\\uff3b"', "ch not in '[\ufe47\uff3b'"): (
         "tests/core/test_recall_promises.py::test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start"
     ),
