@@ -647,6 +647,10 @@ def report(results: dict[str, list[tuple[Mutant, Result]]], minutes: dict[str, f
         out += ["", "Not measured completely: a run cut short measured only part of a module, whose rate is"]
         out += ["then the rate of the mutants it ran (the first ones by position in the file)."]
         out += [f"Partly run: {', '.join(partial) or 'none'}. Not run: {', '.join(never) or 'none'}."]
+    older = [f"`{m}`" for m, rows in results.items() if rows and not any(mu.fingerprint for mu, _ in rows)]
+    if older:
+        out += ["", f"Measured by an earlier version of this script, on older code: {', '.join(older)} (their"]
+        out += ["results carry no fingerprint, so the next `--resume` measures them whole)."]
     out += ["", "## Surviving mutants", "", *(details or ["None."]), ""]
     return "\n".join(out)
 
