@@ -1,7 +1,10 @@
 """Surviving mutants judged equivalent: they change no behaviour the contract speaks of.
 
 Keyed by (module, kind, before, after) — the mutant without its line number, so an unrelated
-edit does not lose the judgement. Each reason says why no test can (or should) tell.
+edit does not lose the judgement — or, where one module has several such mutants and only some
+are equivalent, by (module, kind, before, after, text the mutant's line contains), in which the
+mutated text may be marked ⟨so⟩ to tell apart several on one line. Each reason
+says why no test can (or should) tell.
 """
 
 from __future__ import annotations
@@ -10,8 +13,12 @@ _NS = "memframe/core/namespace.py"
 _RECALL = "memframe/core/recall.py"
 _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
+_CAPTURE = "memframe/service/capture.py"
+_POLICY = "memframe/service/policy.py"
+_FILES = "memframe/service/files.py"
+_TURNS = "memframe/core/turns.py"
 
-EQUIVALENT: dict[tuple[str, str, str, str], str] = {
+EQUIVALENT: dict[tuple[str, ...], str] = {
     (_NS, "number + 1", "8", "9"): (
         "_MAX_DECODE_ROUNDS: a path still changing after the last round is reserved (fails closed), so "
         "one round more or less only moves where an absurdly nested ordinary path starts being refused"
@@ -48,12 +55,81 @@ EQUIVALENT: dict[tuple[str, str, str, str], str] = {
         "zip(..., strict=True) over the predicates and the diagnostic row, which always have the same "
         "length: strictness never fires"
     ),
+    (_CAPTURE, "sql: drop conjunct", " AND consumed_at IS NULL", ""): (
+        "marking the admission consumed: the fence row inserted just before, in the same transaction, "
+        "already required `a.consumed_at IS NULL` (a second capture of the turn is refused there, F9), "
+        "so the UPDATE's own guard never finds a consumed row"
+    ),
+    (_CAPTURE, "number + 1", "8", "9", "token_hex(8)"): (
+        "a proposal id's random part one byte longer: ids stay unique and opaque; nothing reads their length"
+    ),
+    (_CAPTURE, "bool constant", "False", "True", "ensure_ascii=False"): (
+        "a proposal's edits as JSON with non-ASCII escaped: sealed, and read back by json.loads to the same edits"
+    ),
+    (_CAPTURE, "bool constant", "True", "False", "ensure_ascii=False, sort_keys=True"): (
+        "a proposal's edits as JSON without sorted keys: sealed, and read back by json.loads to the same edits"
+    ),
+    (_CAPTURE, "bool constant", "True", "False", '"expected": expected_version}, sort_keys=True'): (
+        "the request hash without sorted keys: the body is built from the same dict literal and "
+        "MemoryChange.as_dict in a fixed order every time, so a retry of the same change still hashes the "
+        "same and a different change still differently"
+    ),
+    (_POLICY, "sql: drop conjunct", " AND path = :path", ""): (
+        "the Clear's own row is looked up by workspace, version and operation 'clear'; only the memory can "
+        "be cleared (put_file refuses clear=True on any other path), so a 'clear' row at that version is "
+        "the memory's whatever the path condition says"
+    ),
+    (_FILES, "number + 1", "500", "501", "wanted[start : start + 500]"): (
+        "get_versions reads in steps of 500 and slices 501: neighbouring chunks overlap by one revision, "
+        "which lands in the same dict; 501 bound parameters are still far under SQLite's limit"
+    ),
+    (_FILES, "number + 1", "8", "9", "_info(row[:⟨8⟩])"): (
+        "`_info(row[:8])` → `row[:9]`: _info reads the first eight columns by index, so a longer slice "
+        "reads the same (the two `row[8]` mutants on that line are killed)"
+    ),
+    (_TURNS, "bool constant", "False", "True", "cut_off: bool = False"): (
+        "TurnResult.cut_off's default: the runtime sets it from every final reply's finish_reason; the "
+        "default is seen only by a turn that ended without a final reply (stopped after its tool steps, or "
+        "the model lost after tools ran), where the frame and CLI would say the answer was cut off. A "
+        "wording of the memframe CLI, no promise of the contract"
+    ),
+    (_RECALL, "number + 1", "0", "1", "return decoded, done > 0"): (
+        "`done` is where the last decoded entity ended; an entity is at least two characters (`&` and a "
+        "name or number), so whenever one was decoded `done > 1` holds exactly when `done > 0` does"
+    ),
 }
 
 
 #: Survivors of a run that a test added afterwards kills, checked by applying the mutant by hand
 #: and running that test; the next full run measures them again.
-KILLED_SINCE: dict[tuple[str, str, str, str], str] = {
+_READS = "tests/test_files_promises.py and tests/test_read_revisions.py (now in files' MODULES)"
+_SELECT = 'f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"'
+_SELECT_CHUNK = _SELECT + "\n            f\" AND version IN ({', '.join('?' * len(chunk))})\""
+KILLED_SINCE: dict[tuple[str, ...], str] = {
+    (_FILES, "arith: + ↔ -", "start + 500", "start - 500"): _READS,
+    (_FILES, "compare: Is → IsNot", "row[8] is None", "row[8] is not None"): _READS,
+    (_FILES, "number + 1", "8", "9", "row[⟨8⟩] is None"): _READS,
+    (_FILES, "number + 1", "8", "9", "bytes(row[⟨8⟩])"): _READS,
+    (_FILES, "compare: NotIn → In", "v not in found", "v in found"): _READS,
+    (_FILES, "negate condition", "missing", "not (missing)"): _READS,
+    (_FILES, "number + 1", "0", "1", "range(⟨0⟩, len(wanted), 500)"): _READS,
+    (_FILES, "number + 1", "500", "501", "range(0, len(wanted), ⟨500⟩)"): _READS,
+    (_FILES, "number + 1", "0", "1", "found[int(row[⟨0⟩])]"): _READS,
+    (_FILES, "number + 1", "0", "1", "{missing[⟨0⟩]}"): _READS,
+    (_FILES, "sql: = → <>", " = ", " <> ", _SELECT): _READS,
+    (_FILES, "sql: drop conjunct", " AND path = ?", "", _SELECT): _READS,
+    (
+        _FILES,
+        "sql: predicate always true",
+        _SELECT_CHUNK,
+        '"1"',
+    ): _READS,
+    (_RECALL, "compare: In → NotIn", 'ch in "[\\ufe47\\uff3b"', "ch not in '[\ufe47\uff3b'"): (
+        "tests/core/test_recall_promises.py::test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start"
+    ),
+    (_RECALL, "negate condition", 'ch in "[\\ufe47\\uff3b"', "not (ch in '[\ufe47\uff3b')"): (
+        "tests/core/test_recall_promises.py::test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start"
+    ),
     (_EDITS, "number + 1", "1", "2"): (  # `end = start + 1` in _Document.add
         "tests/core/test_edit_promises.py::test_T1_a_heading_right_after_the_target_heading_ends_its_empty_section"
     ),
