@@ -82,7 +82,7 @@ soak: $(TEST_STAMP)
 # Mutation testing of core/, the fence, capture, policy and files (tools/mutate.py; not part of
 # `make test`): writes mutation/report.md. MODULES=memframe/core/edits.py runs a subset.
 mutate: $(TEST_STAMP)
-	$(BIN)/python tools/mutate.py $(MODULES) --jobs $(or $(JOBS),2)
+	$(BIN)/python tools/mutate.py $(MODULES) --jobs $(or $(JOBS),1)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
