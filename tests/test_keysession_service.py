@@ -236,3 +236,42 @@ def test_idle_eviction_and_a_removed_member_end_sessions_held_by_the_service(
     assert sessions.describe(theirs) is None and len(shared.key_sessions) == 0
     with shared.db.read() as conn:
         assert conn.execute("SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (theirs,)).fetchone()
+
+
+class _Counting(httpx.BaseTransport):
+    """The service's transport, noting each call's path (never its body)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner, self.calls = inner, []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls.append(request.url.path)
+        return self.inner.handle_request(request)
+
+
+def test_each_recall_send_and_capture_asks_the_service_once(tmp_path: Path, transport: PortalASGITransport) -> None:
+    """One round trip each: the fence and recall ask the service immediately before (liveness is
+    never cached), and nothing asks it twice for the same request."""
+    counting = _Counting(transport)
+    store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, transport=counting)
+    service = MemoryService(tmp_path / "s.db", key_sessions=store)
+    try:
+        service.accounts.add_user(LOCAL_USER)
+        service.accounts.create_workspace("ws", LOCAL_USER)
+        key = os.urandom(32)
+        _auto(service, key)
+        a = service.assistant
+        session = a.open_key_session(LOCAL_USER, "ws", key).id
+        counting.calls.clear()
+        admitted = a.admit(LOCAL_USER, "ws", "c", idempotency_key="t1", key_session_id=session, memory_state=None)
+        assert counting.calls == ["/v1/describe"]
+        for _ in range(2):  # the second with the opener kept: still asked, once
+            counting.calls.clear()
+            assert a.recall("ws", admitted.credential).status is RecallStatus.PROVIDED
+            assert counting.calls == ["/v1/resolve"]
+        counting.calls.clear()
+        assert _capture(service, admitted, session, "- scones", 1).version.version == 2
+        assert counting.calls == ["/v1/resolve"]
+    finally:
+        service.close()
+        store.close()
