@@ -217,5 +217,7 @@ def _line(status: int, payload: dict[str, Any]) -> bytes:
 async def serve_lines(sessions: KeySessions, credential: str | None, sock: socket.socket, stop: asyncio.Event) -> None:
     """`line_handler` on a bound, listening unix socket until `stop` is set."""
     server = await asyncio.start_unix_server(line_handler(sessions, credential), sock=sock, limit=LINE_LIMIT)
-    async with server:
+    try:
         await stop.wait()
+    finally:  # not `async with`: from 3.12 that waits for every kept connection to be closed by its worker
+        server.close()

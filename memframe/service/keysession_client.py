@@ -222,6 +222,9 @@ def _exchange(conn: tuple[socket.socket, Any], line: bytes) -> tuple[int, dict[s
     try:
         conn[0].sendall(line)
         answer: bytes = conn[1].readline(ANSWER_LIMIT)
+    except TimeoutError:  # the service is there but not answering: down, with no second wait
+        _close(conn)
+        raise KeySessionServiceDown() from None
     except OSError:
         answer = b""
     if not answer.endswith(b"\n"):
