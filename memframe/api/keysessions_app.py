@@ -1,4 +1,4 @@
-"""The key-session service: one process's `KeySessions`, reached over HTTP by every worker.
+"""The key-session service: one process's `KeySessions`, reached by every worker.
 
 The contract's KeySessions Durable Object: keys live in this process's RAM only, and every
 server (each `memframe serve` worker, or servers on several hosts) asks it, immediately before
@@ -18,6 +18,12 @@ body, so a session id is never part of a URL a proxy in between might log.
     POST /v1/status       {}                            -> {live, idle_seconds, lifetime_seconds}
 
 Keys travel base64 in bodies; the credential is `Authorization: Bearer …`.
+
+Two framings of those same calls, credential and answers. `memframe keysessions --listen` serves
+them over HTTP (`create_keysessions_app`: a proxy or TLS may stand in between, and tests reach it
+in-process over ASGI). serve's private service for its own workers, on a unix socket, speaks one
+JSON line per call (`line_handler`): there HTTP framing was most of each round trip's CPU, and a
+round trip precedes every recall and every batch.
 """
 
 from __future__ import annotations

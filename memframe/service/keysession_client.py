@@ -1,8 +1,8 @@
-"""`RemoteKeySessions`: the `KeySessionStore` that asks the one key-session service over HTTP.
+"""`RemoteKeySessions`: the `KeySessionStore` that asks the one key-session service.
 
-Every worker of `memframe serve --workers N` (over a private unix socket), or every server
-on several hosts (over TCP to `memframe keysessions --listen`), holds one of these instead of
-keys of its own. Each call asks the service now: liveness is never cached, so the fence's
+Every worker of `memframe serve --workers N` (one JSON line per call over a private unix
+socket), or every server on several hosts (over HTTP to `memframe keysessions --listen`), holds
+one of these instead of keys of its own. Each call asks the service now: liveness is never cached, so the fence's
 "revalidate the key session immediately before the batch" is one round trip to the one place
 that knows. What is kept here is only a memory opener (the cipher made from a key the service
 has just confirmed, on this same call), so recall does not rebuild it before every model call;
