@@ -3,7 +3,12 @@ behind a credential, with no key in any message; the service down is one clear r
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import socket
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memframe.api.keysessions_app import create_keysessions_app
+from memframe.api.keysessions_app import create_keysessions_app, serve_lines
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable, NotFound
@@ -51,11 +56,60 @@ def transport(sessions: KeySessions) -> Iterator[PortalASGITransport]:
     t.close()
 
 
+class _LineService:
+    """The line-framed service (serve's private one) on a real unix socket, its loop in a thread."""
+
+    def __init__(self, sessions: KeySessions, credential: str | None, path: str) -> None:
+        self.sessions, self.credential, self.path = sessions, credential, path
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(self.path)
+        sock.listen(16)
+        ready = threading.Event()
+
+        async def main() -> None:
+            self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
+            ready.set()
+            await serve_lines(self.sessions, self.credential, sock, self.stop)
+
+        self.thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+        self.thread.start()
+        ready.wait(5)
+
+    def close(self) -> None:
+        if self.thread is not None:
+            self.loop.call_soon_threadsafe(self.stop.set)
+            self.thread.join(5)
+            self.thread = None
+            os.unlink(self.path)
+
+
 @pytest.fixture
-def remote(transport: PortalASGITransport) -> Iterator[RemoteKeySessions]:
-    store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, transport=transport)
+def socket_path() -> Iterator[str]:
+    where = tempfile.mkdtemp(prefix="ks-")  # short: a unix socket's path is at most ~100 bytes
+    yield os.path.join(where, "ks.sock")
+    shutil.rmtree(where, ignore_errors=True)
+
+
+@pytest.fixture(params=["http", "lines"])
+def remote(
+    request: pytest.FixtureRequest, transport: PortalASGITransport, sessions: KeySessions, socket_path: str
+) -> Iterator[RemoteKeySessions]:
+    """The client over HTTP (the app in-process, as `--key-sessions URL` reaches it) and over one
+    JSON line per call on a unix socket (as serve's workers reach their private service)."""
+    if request.param == "http":
+        store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, transport=transport)
+        yield store
+        store.close()
+        return
+    service = _LineService(sessions, CREDENTIAL, socket_path)
+    service.start()
+    store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, uds=socket_path)
     yield store
     store.close()
+    service.close()
 
 
 def test_the_client_presents_the_same_store_as_the_service_holds(
@@ -236,3 +290,79 @@ def test_idle_eviction_and_a_removed_member_end_sessions_held_by_the_service(
     assert sessions.describe(theirs) is None and len(shared.key_sessions) == 0
     with shared.db.read() as conn:
         assert conn.execute("SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (theirs,)).fetchone()
+
+
+class _Counting(httpx.BaseTransport):
+    """The service's transport, noting each call's path (never its body)."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls.append(request.url.path)
+        return self.inner.handle_request(request)
+
+
+def test_each_recall_send_and_capture_asks_the_service_once(tmp_path: Path, transport: PortalASGITransport) -> None:
+    """One round trip each: the fence and recall ask the service immediately before (liveness is
+    never cached), and nothing asks it twice for the same request."""
+    counting = _Counting(transport)
+    store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, transport=counting)
+    service = MemoryService(tmp_path / "s.db", key_sessions=store)
+    try:
+        service.accounts.add_user(LOCAL_USER)
+        service.accounts.create_workspace("ws", LOCAL_USER)
+        key = os.urandom(32)
+        _auto(service, key)
+        a = service.assistant
+        session = a.open_key_session(LOCAL_USER, "ws", key).id
+        counting.calls.clear()
+        admitted = a.admit(LOCAL_USER, "ws", "c", idempotency_key="t1", key_session_id=session, memory_state=None)
+        assert counting.calls == ["/v1/describe"]
+        for _ in range(2):  # the second with the opener kept: still asked, once
+            counting.calls.clear()
+            assert a.recall("ws", admitted.credential).status is RecallStatus.PROVIDED
+            assert counting.calls == ["/v1/resolve"]
+        counting.calls.clear()
+        assert _capture(service, admitted, session, "- scones", 1).version.version == 2
+        assert counting.calls == ["/v1/resolve"]
+    finally:
+        service.close()
+        store.close()
+
+
+def test_the_line_service_refuses_a_wrong_credential_an_overlong_line_and_is_down_when_gone(
+    sessions: KeySessions, socket_path: str
+) -> None:
+    key = os.urandom(32)
+    service = _LineService(sessions, CREDENTIAL, socket_path)
+    service.start()
+    try:
+        for credential in ("another-credential-entirely", None):
+            stranger = RemoteKeySessions("http://keysessions", credential, uds=socket_path)
+            with pytest.raises(KeySessionServiceDown) as refused:
+                stranger.open("ws", "alice", key)
+            assert "credential" in str(refused.value) and key.hex() not in str(refused.value)
+            stranger.close()
+        assert len(sessions) == 0
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+            raw.connect(socket_path)
+            raw.sendall(b"x" * 10_000 + b"\n")
+            assert b'"status":413' in raw.makefile("rb").readline()
+        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=1.0)
+        info = store.open("ws", "alice", key)
+        assert store.resolve(info.id, "ws") == key
+    finally:
+        service.close()
+    with pytest.raises(KeySessionServiceDown):  # gone: the kept connection is dead and nothing answers
+        store.resolve(info.id, "ws")
+    restarted = _LineService(KeySessions(FakeClock()), CREDENTIAL, socket_path)
+    restarted.start()
+    try:  # a restart forgets every key; the client reconnects and hears so
+        with pytest.raises(KeySessionUnavailable):
+            store.resolve(info.id, "ws")
+        assert store.open("ws", "alice", key).id != info.id
+    finally:
+        store.close()
+        restarted.close()

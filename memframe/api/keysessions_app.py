@@ -1,4 +1,4 @@
-"""The key-session service: one process's `KeySessions`, reached over HTTP by every worker.
+"""The key-session service: one process's `KeySessions`, reached by every worker.
 
 The contract's KeySessions Durable Object: keys live in this process's RAM only, and every
 server (each `memframe serve` worker, or servers on several hosts) asks it, immediately before
@@ -18,14 +18,22 @@ body, so a session id is never part of a URL a proxy in between might log.
     POST /v1/status       {}                            -> {live, idle_seconds, lifetime_seconds}
 
 Keys travel base64 in bodies; the credential is `Authorization: Bearer …`.
+
+Two framings of those same calls, credential and answers. `memframe keysessions --listen` serves
+them over HTTP (`create_keysessions_app`: a proxy or TLS may stand in between, and tests reach it
+in-process over ASGI). serve's private service for its own workers, on a unix socket, speaks one
+JSON line per call (`line_handler`): there HTTP framing was most of each round trip's CPU, and a
+round trip precedes every recall and every batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hmac
 import json
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
@@ -40,6 +48,8 @@ from memframe.service.keysessions import KeySessions
 
 #: The largest body a call may send (a key is 44 base64 characters; ids are short).
 MAX_BODY_BYTES = 4096
+#: The longest line a call may send over the line framing (its body plus the framing and credential).
+LINE_LIMIT = MAX_BODY_BYTES + 1024
 
 
 def _refusal(status: int, code: str, message: str) -> JSONResponse:
@@ -55,12 +65,9 @@ def _text(body: dict[str, Any], name: str, *, optional: bool = False) -> str | N
     return value
 
 
-def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Starlette:
-    """The service over `sessions`, answering only callers that present `credential` (None: anyone
-    who can reach it, which `memframe keysessions` allows on loopback only)."""
-    if credential is not None and len(credential) < 16:
-        raise ValueError("the key-session service's credential must be at least 16 characters")
-    expected = None if credential is None else f"Bearer {credential}".encode()
+def keysession_calls(sessions: KeySessions) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+    """The service's calls by name, each from a JSON body to a JSON answer (raising
+    KeySessionUnavailable, ValueError or binascii.Error), whichever framing carries them."""
 
     def open_(body: dict[str, Any]) -> dict[str, Any]:
         key = base64.b64decode(str(body.get("key", "")), validate=True)
@@ -92,32 +99,7 @@ def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Sta
             "lifetime_seconds": sessions.lifetime_seconds,
         }
 
-    def route(call: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request], Awaitable[JSONResponse]]:
-        async def endpoint(request: Request) -> JSONResponse:
-            presented = request.headers.get("authorization", "").encode()
-            if expected is not None and not hmac.compare_digest(presented, expected):
-                return _refusal(401, "unauthorized", "This key-session service needs its credential.")
-            raw = await request.body()
-            if len(raw) > MAX_BODY_BYTES:
-                return _refusal(413, "too_large", "The request is larger than any call needs.")
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                return _refusal(422, "invalid_input", "The call's body is not JSON.")
-            try:
-                if not isinstance(body, dict):
-                    raise ValueError("body")
-                # On the event loop itself: every call is a dict look-up under a lock no one holds
-                # for longer than that, so a thread hop would only add latency to every batch.
-                return JSONResponse(call(body))
-            except KeySessionUnavailable as exc:
-                return JSONResponse(exc.to_payload(), status_code=409)
-            except (ValueError, binascii.Error) as exc:  # never echoes the body: it may hold a key
-                return _refusal(422, "invalid_input", f"The call's {exc or 'body'} is missing or malformed.")
-
-        return endpoint
-
-    calls = {
+    return {
         "open": open_,
         "resolve": resolve,
         "describe": describe,
@@ -125,4 +107,123 @@ def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Sta
         "sessions-of": sessions_of,
         "status": status,
     }
+
+
+def answer_call(call: Callable[[dict[str, Any]], dict[str, Any]], raw: bytes) -> tuple[int, dict[str, Any]]:
+    """One call on its raw JSON body: (HTTP-like status, answer). Never echoes the body: it may hold a key.
+
+    On the event loop itself: every call is a dict look-up under a lock no one holds for longer than
+    that, so a thread hop would only add latency to every batch."""
+    if len(raw) > MAX_BODY_BYTES:
+        return 413, {"error": "too_large", "message": "The request is larger than any call needs."}
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return 422, {"error": "invalid_input", "message": "The call's body is not JSON."}
+    return _answer(call, body)
+
+
+def _answer(call: Callable[[dict[str, Any]], dict[str, Any]], body: Any) -> tuple[int, dict[str, Any]]:
+    try:
+        if not isinstance(body, dict):
+            raise ValueError("body")
+        return 200, call(body)
+    except KeySessionUnavailable as exc:
+        return 409, exc.to_payload()
+    except (ValueError, binascii.Error) as exc:
+        return 422, {"error": "invalid_input", "message": f"The call's {exc or 'body'} is missing or malformed."}
+
+
+def _expected(credential: str | None) -> bytes | None:
+    if credential is not None and len(credential) < 16:
+        raise ValueError("the key-session service's credential must be at least 16 characters")
+    return None if credential is None else f"Bearer {credential}".encode()
+
+
+def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Starlette:
+    """The service over `sessions`, answering only callers that present `credential` (None: anyone
+    who can reach it, which `memframe keysessions` allows on loopback only)."""
+    expected = _expected(credential)
+
+    def route(call: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Request], Awaitable[JSONResponse]]:
+        async def endpoint(request: Request) -> JSONResponse:
+            presented = request.headers.get("authorization", "").encode()
+            if expected is not None and not hmac.compare_digest(presented, expected):
+                return _refusal(401, "unauthorized", "This key-session service needs its credential.")
+            status, payload = answer_call(call, await request.body())
+            return JSONResponse(payload, status_code=status)
+
+        return endpoint
+
+    calls = keysession_calls(sessions)
     return Starlette(routes=[Route(f"/v1/{name}", route(call), methods=["POST"]) for name, call in calls.items()])
+
+
+# --- the same calls, one JSON line each ------------------------------------------------------------
+
+
+def line_handler(
+    sessions: KeySessions, credential: str | None
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """The service as one JSON line per call, for `asyncio.start_unix_server` (serve's private socket).
+
+    HTTP framing was most of a round trip's CPU on both sides (uvicorn/h11/Starlette here, httpx in
+    every worker), paid before every recall and batch; these are the same calls, credential and
+    answers, framed as `{"call", "authorization", "body"}` → `{"status", "body"}`, one line each,
+    several calls in turn on one kept connection. A line longer than any call needs is refused and
+    the connection closed."""
+    expected = _expected(credential)
+    calls = keysession_calls(sessions)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (ValueError, asyncio.LimitOverrunError):  # longer than the reader's limit
+                    writer.write(
+                        _line(413, {"error": "too_large", "message": "The request is larger than any call needs."})
+                    )
+                    await writer.drain()
+                    return
+                if not line:
+                    return
+                writer.write(_line(*_answer_line(calls, expected, line)))
+                await writer.drain()
+        except (ConnectionError, OSError):
+            return
+        finally:
+            writer.close()
+
+    return handle
+
+
+def _answer_line(
+    calls: dict[str, Callable[[dict[str, Any]], dict[str, Any]]], expected: bytes | None, line: bytes
+) -> tuple[int, dict[str, Any]]:
+    try:
+        framed = json.loads(line)
+    except ValueError:
+        return 422, {"error": "invalid_input", "message": "The call is not one line of JSON."}
+    if not isinstance(framed, dict):
+        return 422, {"error": "invalid_input", "message": "The call is not one line of JSON."}
+    presented = str(framed.get("authorization", "")).encode()
+    if expected is not None and not hmac.compare_digest(presented, expected):
+        return 401, {"error": "unauthorized", "message": "This key-session service needs its credential."}
+    call = calls.get(str(framed.get("call", "")))
+    if call is None:
+        return 404, {"error": "not_found", "message": "No such call."}
+    return _answer(call, framed.get("body", {}))
+
+
+def _line(status: int, payload: dict[str, Any]) -> bytes:
+    return json.dumps({"status": status, "body": payload}, separators=(",", ":")).encode() + b"\n"
+
+
+async def serve_lines(sessions: KeySessions, credential: str | None, sock: socket.socket, stop: asyncio.Event) -> None:
+    """`line_handler` on a bound, listening unix socket until `stop` is set."""
+    server = await asyncio.start_unix_server(line_handler(sessions, credential), sock=sock, limit=LINE_LIMIT)
+    try:
+        await stop.wait()
+    finally:  # not `async with`: from 3.12 that waits for every kept connection to be closed by its worker
+        server.close()

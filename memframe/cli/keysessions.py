@@ -131,7 +131,6 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
 
     Its directory is private to serve's user (0700) and the credential came through the spawn
     pipe, never a file, an argument list or the environment."""
-    from memframe.api.keysessions_app import create_keysessions_app
     from memframe.service.keysessions import KeySessions
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # serve stops it, after its workers, with SIGTERM
@@ -144,12 +143,26 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
     os.chmod(uds, 0o600)
     sock.listen(2048)
     try:
-        _serve_app(create_keysessions_app(sessions, credential), sock)
+        _serve_lines(sessions, credential, sock)
     finally:
         sock.close()
         with contextlib.suppress(OSError):  # serve removes the directory too; this covers serve being killed
             os.unlink(uds)
             os.rmdir(os.path.dirname(uds))
+
+
+def _serve_lines(sessions: Any, credential: str, sock: socket.socket) -> None:
+    """serve's private service: one JSON line per call (`keysessions_app.line_handler`), until SIGTERM."""
+    import asyncio
+
+    from memframe.api.keysessions_app import serve_lines
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await serve_lines(sessions, credential, sock, stop)
+
+    asyncio.run(main())
 
 
 def stop_with_parent() -> None:

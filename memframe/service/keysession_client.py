@@ -1,8 +1,8 @@
-"""`RemoteKeySessions`: the `KeySessionStore` that asks the one key-session service over HTTP.
+"""`RemoteKeySessions`: the `KeySessionStore` that asks the one key-session service.
 
-Every worker of `memframe serve --workers N` (over a private unix socket), or every server
-on several hosts (over TCP to `memframe keysessions --listen`), holds one of these instead of
-keys of its own. Each call asks the service now: liveness is never cached, so the fence's
+Every worker of `memframe serve --workers N` (one JSON line per call over a private unix
+socket), or every server on several hosts (over HTTP to `memframe keysessions --listen`), holds
+one of these instead of keys of its own. Each call asks the service now: liveness is never cached, so the fence's
 "revalidate the key session immediately before the batch" is one round trip to the one place
 that knows. What is kept here is only a memory opener (the cipher made from a key the service
 has just confirmed, on this same call), so recall does not rebuild it before every model call;
@@ -17,6 +17,9 @@ built here carries a key, a body or the credential.
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
+import socket
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -32,6 +35,8 @@ from memframe.core.types import MEMORY_PATH
 TIMEOUT_SECONDS = 3.0
 #: Memory openers kept at most (one per session recently recalled through this process).
 MAX_OPENERS = 256
+#: The longest answer line read from the line framing (sessions-of may list many sessions).
+ANSWER_LIMIT = 1 << 20
 
 
 class RemoteKeySessions:
@@ -46,15 +51,19 @@ class RemoteKeySessions:
         timeout: float = TIMEOUT_SECONDS,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        """`uds`: a unix socket to reach `url` through; `transport`: for tests (the app in-process)."""
+        """`uds`: serve's private key-session service on a unix socket, spoken to one JSON line per
+        call (`keysessions_app.line_handler`: HTTP framing was most of each round trip's CPU);
+        otherwise HTTP to `url`. `transport`: for tests (the app in-process)."""
         self.url = url
-        if transport is None and uds:
-            transport = httpx.HTTPTransport(uds=uds)
+        self._uds = uds if transport is None else None
+        self._timeout = timeout
+        self._authorization = "" if credential is None else f"Bearer {credential}"
+        self._idle: list[tuple[socket.socket, Any]] = []  # kept line connections, one per call in flight
         self._http = httpx.Client(
             base_url=url,
             transport=transport,
             timeout=timeout,
-            headers={} if credential is None else {"authorization": f"Bearer {credential}"},
+            headers={} if credential is None else {"authorization": self._authorization},
             trust_env=False,  # never through a proxy from the environment: keys travel in these bodies
         )
         self._openers: OrderedDict[str, tuple[bytes, crypto.Opener]] = OrderedDict()
@@ -67,21 +76,56 @@ class RemoteKeySessions:
     # --- the calls ------------------------------------------------------------------------
 
     def _call(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = self._http.post(f"/v1/{name}", json=body)
-        except httpx.HTTPError:
-            raise KeySessionServiceDown() from None  # the exception's text may name the URL, never a key
-        if response.status_code == 409:
-            payload = _json(response)
+        status, payload = self._line_call(name, body) if self._uds else self._http_call(name, body)
+        if status == 409:
             raise KeySessionUnavailable(str(payload.get("message", "")) or "")
-        if response.status_code == 401:
+        if status == 401:
             raise KeySessionServiceDown(
                 "The key-session service refused this server's credential; nothing that needs the workspace key "
                 "can run until they share one (Saves still work)."
             )
-        if response.status_code != 200:
+        if status != 200:
             raise KeySessionServiceDown()
-        return _json(response)
+        return payload
+
+    def _http_call(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        try:
+            response = self._http.post(f"/v1/{name}", json=body)
+        except httpx.HTTPError:
+            raise KeySessionServiceDown() from None  # the exception's text may name the URL, never a key
+        return response.status_code, _json(response)
+
+    def _line_call(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One line out, one line back, on a kept connection (a fresh one if a kept one turns out
+        dead before answering: the service restarted). Every failure is KeySessionServiceDown."""
+        line = json.dumps({"call": name, "authorization": self._authorization, "body": body}).encode() + b"\n"
+        with self._lock:
+            kept = self._idle.pop() if self._idle else None
+        if kept is not None:
+            answered = _exchange(kept, line)
+            if answered is not None:
+                self._keep(kept)
+                return answered
+        fresh = self._connect()
+        answered = _exchange(fresh, line)
+        if answered is None:
+            raise KeySessionServiceDown()
+        self._keep(fresh)
+        return answered
+
+    def _keep(self, conn: tuple[socket.socket, Any]) -> None:
+        with self._lock:
+            self._idle.append(conn)
+
+    def _connect(self) -> tuple[socket.socket, Any]:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self._timeout)
+        try:
+            sock.connect(str(self._uds))
+        except OSError:
+            sock.close()
+            raise KeySessionServiceDown() from None  # the error names the socket's path, never a key
+        return sock, sock.makefile("rb")
 
     def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
         encoded = base64.b64encode(key).decode("ascii")
@@ -156,6 +200,9 @@ class RemoteKeySessions:
     def close(self) -> None:
         with self._lock:
             self._openers.clear()
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close(conn)
         self._http.close()
 
 
@@ -167,6 +214,39 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise KeySessionServiceDown()
     return payload
+
+
+def _exchange(conn: tuple[socket.socket, Any], line: bytes) -> tuple[int, dict[str, Any]] | None:
+    """One call on `conn`: its answer, or None (the connection closed) if no whole line came back."""
+    try:
+        conn[0].sendall(line)
+        answer: bytes = conn[1].readline(ANSWER_LIMIT)
+    except TimeoutError:  # the service is there but not answering: down, with no second wait
+        _close(conn)
+        raise KeySessionServiceDown() from None
+    except OSError:
+        answer = b""
+    if not answer.endswith(b"\n"):
+        _close(conn)
+        return None
+    return _framed(answer)
+
+
+def _framed(answer: bytes) -> tuple[int, dict[str, Any]]:
+    try:
+        framed = json.loads(answer)
+        status, payload = int(framed["status"]), framed["body"]
+    except (ValueError, KeyError, TypeError):
+        raise KeySessionServiceDown() from None
+    if not isinstance(payload, dict):
+        raise KeySessionServiceDown()
+    return status, payload
+
+
+def _close(conn: tuple[socket.socket, Any]) -> None:
+    with contextlib.suppress(OSError):
+        conn[1].close()
+        conn[0].close()
 
 
 def _info(found: dict[str, Any]) -> KeySessionInfo:
