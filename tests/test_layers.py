@@ -18,7 +18,10 @@ ROOT = PACKAGE
 RULES: dict[str, dict[str, str]] = {
     "core": {},
     "crypto": {"core": "errors and the sealed-path rules"},
-    "keyfiles": {"core": "a damaged or wrong key file is a KeyFileError", "crypto": "a wrapped key is sealed with AES-GCM"},
+    "keyfiles": {
+        "core": "a damaged or wrong key file is a KeyFileError",
+        "crypto": "a wrapped key is sealed with AES-GCM",
+    },
     "settings": {"core": "a bad config file is an InvalidInput"},
     "paths": {"core": "errors", "settings": "MEMFRAME_HOME is read once, in settings"},
     "wire": {"core": "the HTTP bodies are read from and into the core dataclasses"},

@@ -242,6 +242,11 @@ def neutralize(text: str) -> str:
         return text
     if not any(ch in text for ch in _LT_OR_AMP - _BRACKETS) and not _spells_a_bracket_marker(text):
         return text  # Markdown's links and checkboxes: with no `<` or `&`, nothing else can spell a marker
+    spans, settled = _forged_spans(text)
+    if settled and not spans:
+        # Not even the most lenient reading (entities decoded, invisible characters dropped) spells a
+        # marker, so no invisible character here can help forge one: the text is supplied unchanged.
+        return text
     text = _defang_invisible_beside_markers(text)
     for _ in range(_MAX_DECODE_ROUNDS):
         spans, settled = _forged_spans(text)

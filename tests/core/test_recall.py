@@ -586,3 +586,9 @@ def test_none_returns_an_equal_copy() -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
     result = attach_to_system_message(messages, None)
     assert result == messages and result is not messages
+
+
+def test_an_invisible_character_beside_a_slash_in_markdown_without_a_marker_is_supplied_unchanged() -> None:
+    # Found by hypothesis: `<br>` anywhere made a soft hyphen after an unrelated `/` visible as [U+00AD].
+    text = "<br>\n/\xad"
+    assert neutralize(text) == text
