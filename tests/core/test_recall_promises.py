@@ -17,3 +17,14 @@ def test_R6_text_nested_too_deep_to_read_keeps_no_bracket_and_no_entity_start() 
     out = neutralize(text)
     assert not any(ch in out for ch in _OPENERS)
     assert out.count("\u2045") == 3  # each square bracket, whatever its width, became ⁅
+
+
+def test_R9_each_calls_receipt_says_provided_withheld_and_why_or_nothing_added() -> None:
+    from memframe.core.recall import receipt_line, withheld_reason
+    from memframe.core.types import RecallStatus
+
+    assert receipt_line(RecallStatus.PROVIDED, 7, 1) == "memory: revision 7 was provided to call 1"
+    conflicted = receipt_line(RecallStatus.CONFLICT, None, 2)
+    assert conflicted == f"memory: not provided to call 2 because {withheld_reason(RecallStatus.CONFLICT)}"
+    assert receipt_line(RecallStatus.OFF, None, 3) == "memory: nothing added to call 3 (off)"
+    assert receipt_line(RecallStatus.EMPTY, 0, 1) == "memory: nothing added to call 1 (empty)"
