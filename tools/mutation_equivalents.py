@@ -97,6 +97,14 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "`done` is where the last decoded entity ended; an entity is at least two characters (`&` and a "
         "name or number), so whenever one was decoded `done > 1` holds exactly when `done > 0` does"
     ),
+    (_RECALL, "compare: In → NotIn", "ch in text", "ch not in text", "_LT_OR_AMP - _BRACKETS"): (
+        "neutralize's second early return is a shortcut only: a text it lets through is read in full, and "
+        "one with no marker in even the most lenient reading is returned unchanged all the same"
+    ),
+    (_RECALL, "break → continue", "break", "continue"): (
+        "the only `break` in recall.py, on a reading that has not settled: continuing re-reads the same, "
+        "unchanged text to the same unsettled answer, and the loop ends in the same `_defang_everything`"
+    ),
 }
 
 
@@ -106,6 +114,15 @@ _READS = "tests/test_files_promises.py and tests/test_read_revisions.py (now in 
 _SELECT = 'f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"'
 _SELECT_CHUNK = _SELECT + "\n            f\" AND version IN ({', '.join('?' * len(chunk))})\""
 KILLED_SINCE: dict[tuple[str, ...], str] = {
+    (_RECALL, "compare: Is → IsNot", "status is RecallStatus.PROVIDED", "status is not RecallStatus.PROVIDED"): (
+        "tests/core/test_recall_promises.py::test_R9_each_calls_receipt_says_provided_withheld_and_why_or_nothing_added"
+    ),
+    (_RECALL, "negate condition", "status is RecallStatus.PROVIDED", "not (status is RecallStatus.PROVIDED)"): (
+        "tests/core/test_recall_promises.py::test_R9_each_calls_receipt_says_provided_withheld_and_why_or_nothing_added"
+    ),
+    (_RECALL, "negate condition", "status.withheld", "not (status.withheld)"): (
+        "tests/core/test_recall_promises.py::test_R9_each_calls_receipt_says_provided_withheld_and_why_or_nothing_added"
+    ),
     (_FILES, "arith: + ↔ -", "start + 500", "start - 500"): _READS,
     (_FILES, "compare: Is → IsNot", "row[8] is None", "row[8] is not None"): _READS,
     (_FILES, "number + 1", "8", "9", "row[⟨8⟩] is None"): _READS,
