@@ -101,6 +101,10 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "neutralize's second early return is a shortcut only: a text it lets through is read in full, and "
         "one with no marker in even the most lenient reading is returned unchanged all the same"
     ),
+    (_EDITS, "number + 1", "0", "1", "opener.group(1)[0] == fence[0]"): (
+        "_FENCE matches a run of one character repeated (`{3,} or ~{3,}), so a fence's second character "
+        "is its first: comparing [1] instead of [0], on either side, compares the same characters"
+    ),
     (_RECALL, "break → continue", "break", "continue"): (
         "the only `break` in recall.py, on a reading that has not settled: continuing re-reads the same, "
         "unchanged text to the same unsettled answer, and the loop ends in the same `_defang_everything`"
@@ -113,7 +117,43 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
 _READS = "tests/test_files_promises.py and tests/test_read_revisions.py (now in files' MODULES)"
 _SELECT = 'f"SELECT {_INFO_COLUMNS}, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"'
 _SELECT_CHUNK = _SELECT + "\n            f\" AND version IN ({', '.join('?' * len(chunk))})\""
+_PLAIN_NAMES = (
+    "tests/core/test_namespace.py::"
+    "test_decomposed_accents_pass_where_combining_marks_are_allowed_and_plain_names_always"
+)
+
 KILLED_SINCE: dict[tuple[str, ...], str] = {
+    (
+        _NS,
+        "bool constant",
+        "True",
+        "False",
+        "combining_marks: bool = True",
+    ): "tests/core/test_namespace.py::test_a_lookalike_path_is_refused_naming_the_character",
+    (
+        _NS,
+        "negate condition",
+        "is_bidi_control(ch)",
+        "not (is_bidi_control(ch))",
+    ): _PLAIN_NAMES,
+    (
+        _NS,
+        "negate condition",
+        "is_default_ignorable(ch)",
+        "not (is_default_ignorable(ch))",
+    ): _PLAIN_NAMES,
+    (
+        _NS,
+        "boolop: and ↔ or",
+        "combining_marks and is_combining_mark(ch)",
+        "combining_marks or is_combining_mark(ch)",
+    ): (_PLAIN_NAMES),
+    (
+        _NS,
+        "negate condition",
+        "combining_marks and is_combining_mark(ch)",
+        "not (combining_marks and is_combining_mark(ch))",
+    ): (_PLAIN_NAMES),
     (_RECALL, "compare: Is → IsNot", "status is RecallStatus.PROVIDED", "status is not RecallStatus.PROVIDED"): (
         "tests/core/test_recall_promises.py::test_R9_each_calls_receipt_says_provided_withheld_and_why_or_nothing_added"
     ),

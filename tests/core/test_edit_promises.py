@@ -152,3 +152,15 @@ def test_S2_memory_of_exactly_8192_bytes_can_still_be_changed_and_8193_cannot() 
     assert changed.endswith("z" * 191 + "\n")
     assert reason(text + "z", MemoryChange("remove", "z")) == "memory_oversized"
     assert reason(text, add("- one more")) == "oversized"
+
+
+def test_T1_a_code_block_inside_a_section_does_not_end_it() -> None:
+    text = "## Notes\n```\ncode\n```\n- item\n"
+    assert apply_memory_changes(text, [add("- new", "Notes")]) == text + "- new\n"
+
+
+def test_T1_a_memory_that_starts_with_an_empty_line_keeps_its_line_endings() -> None:
+    # CRLF is read from the first line break, even when the first line is empty
+    assert apply_memory_changes("\r\n- a\r\n", [add("- b")]) == "\r\n- a\r\n- b\r\n"
+    # a first line break with nothing before it is LF: the text's last character is not looked at
+    assert apply_memory_changes("\n- a\r", [add("- b")]) == "\n- a\r\n- b\n"

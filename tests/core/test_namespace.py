@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote
 
 import pytest
@@ -287,3 +288,28 @@ def test_a_validated_path_is_never_reserved(path: str) -> None:
         return
     assert not is_reserved(stored)
     assert validate_document_path(stored) == stored
+
+
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("notes/\u202etxt.md", "a bidi control character (U+202E)"),
+        ("no\u200btes.md", "an invisible character (U+200B)"),
+        ("cafe\u0301.md", "a combining mark (U+0301)"),
+    ],
+)
+def test_a_lookalike_path_is_refused_naming_the_character(path: str, what: str) -> None:
+    from memframe.core.errors import InvalidInput
+    from memframe.core.namespace import refuse_lookalike
+
+    with pytest.raises(InvalidInput, match=re.escape(what)):
+        refuse_lookalike(path)
+
+
+def test_decomposed_accents_pass_where_combining_marks_are_allowed_and_plain_names_always() -> None:
+    from memframe.core.namespace import refuse_lookalike
+
+    refuse_lookalike("cafe\u0301.md", combining_marks=False)
+    refuse_lookalike("notes/café.md")
+    with pytest.raises(Exception, match="bidi"):
+        refuse_lookalike("a\u202e.md", combining_marks=False)
