@@ -69,8 +69,8 @@ class CaptureMixin(AssistantBase):
             return self._replay(admission, int(committed_version), committed_hash, request_hash)
         # The key session is resolved immediately before the batch (an evicted or forgotten one fails
         # here); an explicit revocation is also a durable row, which the fence's predicate reads.
-        key = self.key_sessions.resolve(key_session_id, workspace_id)
-        opener = self.key_sessions.memory_opener(key_session_id, workspace_id)  # its opened heads, this key's
+        # One look at the session gives the key that seals and the opener that holds its opened heads.
+        key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if self.before_fence_batch is not None:
             self.before_fence_batch()
         now = self.db.clock()

@@ -147,19 +147,22 @@ class RemoteKeySessions:
     def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
         """Resolved against the service on every call (liveness is never cached); the cipher built
         from the confirmed key is reused while the service keeps returning that same key."""
+        return self.key_and_opener(session_id, workspace_id)[1]
+
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
         key = self.resolve(session_id, workspace_id)
         assert session_id is not None  # resolve refused an empty one
         with self._lock:
             kept = self._openers.get(session_id)
             if kept is not None and kept[0] == key:
                 self._openers.move_to_end(session_id)
-                return kept[1]
+                return key, kept[1]
         opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
         with self._lock:
             self._openers[session_id] = (key, opener)
             while len(self._openers) > MAX_OPENERS:
                 self._openers.popitem(last=False)
-        return opener
+        return key, opener
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
         found = self._call("describe", {"session_id": session_id}).get("session")

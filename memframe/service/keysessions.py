@@ -63,6 +63,11 @@ class KeySessionStore(Protocol):
         remembering what it opened so a head stored as a delta opens with one decrypt."""
         ...
 
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+        """`resolve` and `memory_opener` judged together, for a capture that opens the head and seals
+        the next version: one look at the session (one round trip to a key-session service)."""
+        ...
+
     def describe(self, session_id: str) -> KeySessionInfo | None:
         """The session's facts if it is live (no key), else None."""
         ...
@@ -184,12 +189,15 @@ class KeySessions:
         the versions it opened (RAM only, with the exact ciphertext each came from), so a head
         stored as a delta opens with one decrypt against the head before it; each call passes the
         `fetch` that reads earlier versions, for a head whose chain it has not opened yet."""
+        return self.key_and_opener(session_id, workspace_id)[1]
+
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
         session = self._touch(session_id, workspace_id)
         if session.memory_opener is None:
             session.memory_opener = crypto.opener(
                 session.key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True
             )
-        return session.memory_opener
+        return session.key, session.memory_opener
 
     def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
         if not session_id:
