@@ -86,6 +86,7 @@ MODULES: dict[str, list[str]] = {
         "tests/test_backend_contract.py",
         "tests/test_read_revisions.py",
         "tests/test_files_promises.py",
+        "tests/test_delta_writes.py",  # keyframe runs and the compaction rewrite
         *FENCE_TESTS,
         "tests/assistant/test_capture_promises.py",
         "tests/test_policy_promises.py",
