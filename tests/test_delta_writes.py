@@ -430,3 +430,32 @@ def test_a_note_a_person_saved_as_deltas_reads_and_searches_for_the_assistant(tm
         assert hit.path == "notes/plan.md" and "step 4" in hit.snippet
     finally:
         service.close()
+
+
+def test_compaction_never_rewrites_the_memorys_head_beside_a_document_with_more_versions(tmp_path: Path) -> None:
+    db, key, texts = old_database(tmp_path, 5)
+    service = new_service(str(db))
+    try:
+        blob = rows(db, "w")[1]
+        for base in range(8):  # another path of the same workspace, far ahead of the memory's head
+            service.put_file("local", "w", "notes/a.md", blob, base)
+        stored = rows(db, "w")
+        opener = crypto.opener(key, workspace_id="w", path=MEMORY_PATH, fetch=stored.get)
+        head = stored[5] or b""
+        resealed = crypto.reseal(
+            key,
+            opener(head, 5),
+            head,
+            chain=opener.chain_hash(head, 5),
+            workspace_id="w",
+            path=MEMORY_PATH,
+            version=5,
+            previous_text=texts[3],
+        )
+        assert not service.compact_version("local", "w", MEMORY_PATH, 5, crypto.content_hash(head), resealed)
+        with pytest.raises(InvalidInput):  # the same bytes again are not smaller
+            service.compact_version(
+                "local", "w", MEMORY_PATH, 3, crypto.content_hash(stored[3] or b""), stored[3] or b""
+            )
+    finally:
+        service.close()
