@@ -109,52 +109,36 @@ def storage_figures(tmp: Path, s: Settings) -> list[Figure]:
         log(f"  {count:,} revisions: git {git:,.0f} B, full {full / count:,.0f} B, delta {delta / count:,.0f} B"
             f" per revision ({time.perf_counter() - started:.1f} s)")  # fmt: skip
         figures.append(
-            Figure(
-                name=f"history bytes per revision, {count:,} revisions of 8 KiB, sealed deltas (as saves write them)",
-                value=delta / count,
-                unit="B",
-                aim="≤ 1.0× git",
-                aim_op="ratio<=",
-                aim_limit=1.0,
-                floor=git,
-                floor_name="git gc of the same commits (.git/objects)",
-                samples=count,
-                note=f"what the history adds to the SQLite file (rows, indexes, metadata; after VACUUM), / {count:,};"
+            _beside_git(
+                f"history bytes per revision, {count:,} revisions of 8 KiB, sealed deltas (as saves write them)",
+                delta / count,
+                git,
+                count,
+                f"what the history adds to the SQLite file (rows, indexes, metadata; after VACUUM), / {count:,};"
                 " saves and captures seal each version as a delta against the one before (inside the seal),"
                 f" a whole keyframe every {crypto.KEYFRAME_EVERY}; every revision whole (an old database) takes "
                 f"{full / count:,.0f} B ({full / count / git:.1f}× git)",
             )
         )
         figures.append(
-            Figure(
-                name=f"history bytes per revision, {count:,} revisions of 8 KiB, every revision whole"
-                " (an old database)",
-                value=full / count,
-                unit="B",
-                aim="≤ 1.0× git",
-                aim_op="ratio<=",
-                aim_limit=1.0,
-                floor=git,
-                floor_name="git gc of the same commits (.git/objects)",
-                samples=count,
-                note="what a database written before deltas holds; it keeps opening as it is, or is compacted (below)",
+            _beside_git(
+                f"history bytes per revision, {count:,} revisions of 8 KiB, every revision whole (an old database)",
+                full / count,
+                git,
+                count,
+                "what a database written before deltas holds; it keeps opening as it is, or is compacted (below)",
             )
         )
         if count == min(s.storage_revisions):  # one rewrite (and fsync) per revision: the smaller history
             after, took = _compacted_bytes(full_db, full_ws, count)
             figures.append(
-                Figure(
-                    name=f"history bytes per revision, {count:,} revisions of 8 KiB, an old database after"
+                _beside_git(
+                    f"history bytes per revision, {count:,} revisions of 8 KiB, an old database after"
                     " `memframe admin compact`",
-                    value=(after - empty) / count,
-                    unit="B",
-                    aim="≤ 1.0× git",
-                    aim_op="ratio<=",
-                    aim_limit=1.0,
-                    floor=git,
-                    floor_name="git gc of the same commits (.git/objects)",
-                    samples=count,
-                    note=f"each old whole revision re-sealed as a delta (encoding 3: it carries the hash of the "
+                    (after - empty) / count,
+                    git,
+                    count,
+                    f"each old whole revision re-sealed as a delta (encoding 3: it carries the hash of the "
                     f"ciphertext it replaces, so the chain still verifies), one transaction each; took {took:.1f} s",
                 )
             )
@@ -171,3 +155,19 @@ def storage_figures(tmp: Path, s: Settings) -> list[Figure]:
             one.note = f"worst {opened.worst * 1000:.2f} ms; a keyframe every {crypto.KEYFRAME_EVERY} versions"
             figures.append(one)
     return figures
+
+
+def _beside_git(name: str, per_revision: float, git: float, count: int, note: str) -> Figure:
+    """One bytes-per-revision figure, its floor git's pack of the same commits (aim: no larger)."""
+    return Figure(
+        name=name,
+        value=per_revision,
+        unit="B",
+        aim="≤ 1.0× git",
+        aim_op="ratio<=",
+        aim_limit=1.0,
+        floor=git,
+        floor_name="git gc of the same commits (.git/objects)",
+        samples=count,
+        note=note,
+    )
