@@ -7,6 +7,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def recall_in_process(
     """Recall among `count` workspaces against the fair floor; given `git` (durable commits measured
     in this run), a person's durable Save on one of them too, beside it (the scale figures: does
     either grow with the number of workspaces?)."""
-    service = new_service(str(tmp / f"recall-{count}.db"))
+    # A directory of its own: the scale stage measures 1,000 workspaces again in the same run.
+    service = new_service(str(Path(tempfile.mkdtemp(prefix=f"recall-{count}-", dir=tmp)) / "memframe.db"))
     text = memory_text(8 * 1024 - 64)
     started = time.perf_counter()
     spaces = create_workspaces(service, count, text=text, mode=Mode.AUTO, ai=True)
