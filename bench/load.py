@@ -144,9 +144,11 @@ def drive(url: str, each: list[Requests], *, seconds: float, ok: int = 200) -> L
         loop = asyncio.get_running_loop()
         out = Load(len(each), 0.0)
         deadline = [float("inf")]
-        opened = await asyncio.gather(
-            *(loop.create_connection(lambda r=r: _Client(r, ok, deadline, out), host, port) for r in each)
-        )
+
+        def factory(requests: Requests) -> Callable[[], _Client]:
+            return lambda: _Client(requests, ok, deadline, out)
+
+        opened = await asyncio.gather(*(loop.create_connection(factory(r), host, port) for r in each))
         clients = [client for _, client in opened]  # every connection open before the clock starts
         try:
             start = time.perf_counter()
