@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
-from memframe.cli.listening import listen_each
+from memframe.cli.listening import BALANCED_REUSEPORT, listen_each
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -269,12 +269,13 @@ def test_serve_with_workers_says_so_when_the_port_is_taken(
     assert err.startswith(f"memframe: Cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
 
 
+@pytest.mark.skipif(not BALANCED_REUSEPORT, reason="SO_REUSEPORT balances connections on Linux only")
 def test_each_worker_gets_a_socket_of_its_own_on_one_port_and_connections_spread_over_them() -> None:
     # One socket shared by every worker let whichever accept loop woke first take a whole burst.
     sockets = listen_each("127.0.0.1", 0, 2)
     clients: list[socket.socket] = []
     try:
-        assert len({sock.getsockname() for sock in sockets}) == 1
+        assert len({sock.getsockname() for sock in sockets}) == 1 and len(set(sockets)) == 2
         for _ in range(64):  # all at once, as the bench's keep-alive clients open them
             clients.append(socket.create_connection(sockets[0].getsockname()))
         accepted = []

@@ -13,6 +13,9 @@ import socket
 import sys
 from pathlib import Path
 
+#: Whether SO_REUSEPORT spreads a port's connections over its sockets (Linux 3.9 and later).
+BALANCED_REUSEPORT = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
 
 def _err(line: str) -> None:
     print(f"memframe: {line}", file=sys.stderr, flush=True)
@@ -45,9 +48,15 @@ def listen_each(host: str, port: int, count: int) -> list[socket.socket]:
     so the port is first bound by a socket without it, which fails on any listener already there
     (another serve, with workers or not, or anything else) with the same one line as one worker's
     `listen`, and for port 0 learns which port the kernel chose. Only then, with that probe closed,
-    are the group's sockets bound to that port."""
+    are the group's sockets bound to that port.
+
+    Only on Linux, whose SO_REUSEPORT balances; elsewhere (macOS and the BSDs hand a port's
+    connections to one socket of the group, Windows has no such option) every worker shares one
+    socket, as before."""
     from memframe.core.errors import Unavailable
 
+    if not BALANCED_REUSEPORT:
+        return [listen(host, port)] * count
     probe = _bound(host, port, shared=False)
     port = int(probe.getsockname()[1])
     probe.close()

@@ -314,7 +314,7 @@ def serve_workers(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     finally:
-        for sock in sockets:
+        for sock in set(sockets):
             sock.close()
     how = f" on {signal.Signals(supervisor.signal).name}" if supervisor.signal else ""
     print(f"memframe stopped{how}; the database is closed.", flush=True)
