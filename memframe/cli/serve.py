@@ -4,7 +4,8 @@
     memframe serve --db postgresql://… --key-sessions http://10.0.0.5:8790 --key-sessions-credential-file F
 
 How the workers share the port. `serve` binds N listening sockets to the one port with
-SO_REUSEPORT (`listening.listen_each`, which first makes sure no one else listens there), then
+SO_REUSEPORT (`listening.listen_each`, which first makes sure no one else listens there; on
+Linux, whose SO_REUSEPORT balances: elsewhere the workers share one socket), then
 spawns N worker processes (multiprocessing's spawn: a fresh interpreter each, nothing of the
 parent's threads, database connections or locks inherited) that each run uvicorn on a socket of
 their own; the kernel spreads new connections over the sockets by a hash of their addresses, so
