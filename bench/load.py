@@ -1,9 +1,13 @@
 """A small HTTP/1.1 load generator: N keep-alive connections, each sending its next request as soon
 as the last answer arrived (a closed loop, like N people's clients), on one asyncio loop.
 
-Written on raw asyncio streams rather than httpx so the client costs far less per request than the
-server it measures (both share the same two cores): each request is prepared bytes, each answer is
-read by its Content-Length and checked by its status line only.
+It shares the two cores with the server it measures, so what it spends per request is taken from
+the server: every request is prepared bytes, and each connection is an `asyncio.Protocol` that
+parses its answers in `data_received` itself (the status line and Content-Length, nothing else)
+and writes the next request from there. On asyncio's StreamReader/Writer each answer cost a task
+wake-up, a `readuntil` and a `readexactly`: ~230 µs of this process's CPU per recall at 64
+clients, a fifth of what one worker spends on it; here it is one callback per arriving chunk,
+~115 µs (measured side by side, one worker, 64 clients).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from urllib.parse import urlsplit
 #: The next request of one connection, given the body of the answer to its last one (None at first);
 #: None when that connection has nothing more to send.
 Requests = Callable[[bytes | None], bytes | None]
+
+_HEAD_END = b"\r\n\r\n"
+_CONTENT_LENGTH = b"\r\ncontent-length:"
 
 
 @dataclass
@@ -43,40 +50,88 @@ def request(method: str, path: str, host: str, headers: dict[str, str] | None = 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-async def _answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head[9:12])
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    return status, await reader.readexactly(length) if length else b""
+class _Client(asyncio.Protocol):
+    """One keep-alive connection's closed loop: send, read the whole answer, check it, send the next."""
 
+    def __init__(self, requests: Requests, ok: int, deadline: list[float], out: Load) -> None:
+        self.requests = requests
+        self.ok = ok
+        self.deadline = deadline
+        self.out = out
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.status = 0
+        self.body_at = -1  # where the body of the answer being read starts; -1 until its head is whole
+        self.length = 0
+        self.at = 0.0
 
-async def _connection(
-    host: str, port: int, requests: Requests, ok: int, deadline: list[float], out: Load, started: asyncio.Event
-) -> None:
-    reader, writer = await asyncio.open_connection(host, port)
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    await started.wait()
-    last: bytes | None = None
-    try:
-        while time.perf_counter() < deadline[0]:
-            data = requests(last)
-            if data is None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send_next(self, last: bytes | None) -> None:
+        """The next request, or the end of this connection (its time is up or it has nothing more)."""
+        assert self.transport is not None
+        if time.perf_counter() >= self.deadline[0]:
+            return self.finish()
+        data = self.requests(last)
+        if data is None:
+            return self.finish()
+        self.at = time.perf_counter()
+        self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        try:
+            if self.body_at < 0:
+                end = buffer.find(_HEAD_END)
+                if end < 0:
+                    return
+                if buffer[:9] not in (b"HTTP/1.1 ", b"HTTP/1.0 "):
+                    raise ValueError(f"not an HTTP answer: {bytes(buffer[:40])!r}")
+                self.status = int(buffer[9:12])
+                head = bytes(buffer[: end + 2]).lower()
+                at = head.find(_CONTENT_LENGTH)
+                if at < 0:
+                    raise ValueError(f"{self.status} answer without Content-Length")
+                self.length = int(head[at + len(_CONTENT_LENGTH) : head.index(b"\r\n", at + 2)])
+                self.body_at = end + 4
+            if len(buffer) < self.body_at + self.length:
                 return
-            at = time.perf_counter()
-            writer.write(data)
-            status, last = await _answer(reader)
-            out.latencies.append(time.perf_counter() - at)
-            if status != ok:
-                out.failures.append(f"{status} {last[:200]!r}")
-                return
-    finally:
-        writer.close()
+            if len(buffer) > self.body_at + self.length:
+                raise ValueError("more bytes than the answer's Content-Length (none were asked for)")
+            body = bytes(buffer[self.body_at :])
+            self.out.latencies.append(time.perf_counter() - self.at)
+            buffer.clear()
+            self.body_at = -1
+            if self.status != self.ok:
+                self.out.failures.append(f"{self.status} {body[:200]!r}")
+                return self.finish()
+            self.send_next(body)
+        except Exception as exc:  # a malformed answer, or a check in `requests` failed: the run fails
+            self.fail(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.out.failures.append(f"the connection closed mid-run ({exc or 'by the server'})")
+            self.done.set_result(None)
+
+    def finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+        if self.transport is not None:
+            self.transport.close()
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+        if self.transport is not None:
+            self.transport.close()
 
 
 def drive(url: str, each: list[Requests], *, seconds: float, ok: int = 200) -> Load:
@@ -86,16 +141,25 @@ def drive(url: str, each: list[Requests], *, seconds: float, ok: int = 200) -> L
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
 
     async def run() -> Load:
+        loop = asyncio.get_running_loop()
         out = Load(len(each), 0.0)
-        started = asyncio.Event()
         deadline = [float("inf")]
-        tasks = [asyncio.create_task(_connection(host, port, r, ok, deadline, out, started)) for r in each]
-        await asyncio.sleep(0.05 + 0.002 * len(each))  # every connection open before the clock starts
-        start = time.perf_counter()
-        deadline[0] = start + seconds
-        started.set()
-        await asyncio.gather(*tasks)
-        out.elapsed = time.perf_counter() - start
+
+        def factory(requests: Requests) -> Callable[[], _Client]:
+            return lambda: _Client(requests, ok, deadline, out)
+
+        opened = await asyncio.gather(*(loop.create_connection(factory(r), host, port) for r in each))
+        clients = [client for _, client in opened]  # every connection open before the clock starts
+        try:
+            start = time.perf_counter()
+            deadline[0] = start + seconds
+            for client in clients:
+                client.send_next(None)
+            await asyncio.gather(*(client.done for client in clients))
+            out.elapsed = time.perf_counter() - start
+        finally:
+            for client in clients:
+                client.finish()
         return out
 
     return asyncio.run(run())

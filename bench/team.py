@@ -373,22 +373,23 @@ def _saves_per_round(s: Settings, clients: int) -> int:
 
 
 def _measure(
-    servers: dict[str, Served], new: Served, old: Served, s: Settings
-) -> tuple[Load, dict[str, Curve], Curve, Curve]:
+    servers: dict[str, Served], new: Served, old: Served, s: Settings, two: Served | None = None
+) -> tuple[Load, dict[str, Curve], Curve, Curve, Curve | None]:
     """Every load of one engine, interleaved round by round so a noisy neighbour slows all alike:
     each round runs the no-op, then recall at every level on every server in `servers` (one worker,
     two), then Saves at every level on `new` and, at one client and at the top level, on `old` (the
-    save path without group commit), the two in turn first. `new` and `old` serve Saves only, so
-    neither carries the other loads' receipts. Returns the no-op, the recall curves, and the two
-    save curves (new, old)."""
+    save path without group commit) and at the top level on `two` (group commit with two workers),
+    taking turns at going first. `new`, `old` and `two` serve Saves only, so none carries the other
+    loads' receipts. Returns the no-op, the recall curves, and the save curves (new, old, two)."""
     top = LEVELS[-1]
     first = next(iter(servers.values()))
     noop: list[Load] = []
     recalls: dict[str, dict[int, list[Load]]] = {name: {c: [] for c in LEVELS} for name in servers}
     saves: dict[int, list[Load]] = {c: [] for c in LEVELS}
     olds: dict[int, list[Load]] = {1: [], top: []}
+    twos: dict[int, list[Load]] = {top: []}
     seconds = s.team_seconds / s.team_rounds
-    for server in (*servers.values(), new, old):
+    for server in (*servers.values(), new, old, *([two] if two else [])):
         _checked(recall_load(server, 4, seconds), "warm-up")
     for round_ in range(s.team_rounds):
         noop.append(_checked(noop_load(first, 1, seconds), "GET /healthz"))
@@ -397,28 +398,35 @@ def _measure(
                 recalls[name][clients].append(_checked(recall_load(server, clients, seconds), f"recall, {name}"))
         for clients in LEVELS:
             n = _saves_per_round(s, clients)
-            pairs = [(new, saves)] + ([(old, olds)] if clients in olds else [])
-            for server, into in pairs if round_ % 2 == 0 else reversed(pairs):
+            turns = [(new, saves)] + ([(old, olds)] if clients in olds else [])
+            turns += [(two, twos)] if two is not None and clients in twos else []
+            shift = round_ % len(turns)  # each takes its turn at going first
+            turns = turns[shift:] + turns[:shift]
+            for server, into in turns:
                 into[clients].append(_checked(save_load(server, clients, n), f"saves, {clients} clients"))
     curves = {name: Curve(name, {c: _merged(v) for c, v in levels.items()}) for name, levels in recalls.items()}
     new_saves = Curve("saves", {c: _merged(v) for c, v in saves.items()})
     old_saves = Curve("one fsync per Save", {c: _merged(v) for c, v in olds.items() if v})
+    two_saves = Curve("2 workers", {c: _merged(v) for c, v in twos.items()}) if two is not None else None
     noop_load_ = _merged(noop)
     log(f"  GET /healthz, 1 client: {noop_load_.rate:,.0f}/s")
     for name, curve in curves.items():
         for c in LEVELS:
             log(f"  recall, {name}, {c:2} clients: {curve.rate(c):7,.0f}/s, p99 {curve.p99_ms(c):6.1f} ms")
-    for label, curve in (("group commit", new_saves), ("one fsync per Save", old_saves)):
+    labelled = [("group commit", new_saves), ("one fsync per Save", old_saves)]
+    labelled += [("group commit, 2 workers", two_saves)] if two_saves is not None else []
+    for label, curve in labelled:
         for c in curve.loads:
             log(f"  saves, {label}, {c:2} clients: {curve.rate(c):7,.0f}/s, p99 {curve.p99_ms(c):6.1f} ms")
-    return noop_load_, curves, new_saves, old_saves
+    return noop_load_, curves, new_saves, old_saves, two_saves
 
 
 def _engine_figures(
     tmp: Path, s: Settings, engine: str, new_db: Callable[[str], str], *, two_workers: bool = False
 ) -> list[Figure]:
     """The figures of one engine: recall and Saves at every level with one worker, the old save path
-    beside them, and (with `two_workers`) recall with two workers beside one."""
+    beside them, and (with `two_workers`) recall with two workers beside one, and Saves with two
+    workers at the top level beside the old save path."""
     count = LEVELS[-1]
     where = f"{engine}, 1 worker"
     with ExitStack() as running:
@@ -429,10 +437,17 @@ def _engine_figures(
             )
         old = running.enter_context(served(tmp, f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True))
         new = running.enter_context(served(tmp, f"{engine}-saves", new_db(f"{engine}-saves"), count))
-        noop, recalls, saves, old_saves = _measure(servers, new, old, s)
+        two = None
+        if two_workers:
+            two = running.enter_context(
+                served(tmp, f"{engine}-2w-saves", new_db(f"{engine}-2w-saves"), count, workers=2)
+            )
+        noop, recalls, saves, old_saves, two_saves = _measure(servers, new, old, s, two)
     figures = recall_figures_for(recalls[where], noop, where) + save_figures_for(saves, old_saves, engine)
     if two_workers:
         figures += _two_worker_figures(recalls[f"{engine}, 2 workers"], recalls[where], engine)
+    if two_saves is not None:
+        figures += two_worker_save_figures(two_saves, old_saves, engine)
     return figures
 
 
@@ -449,6 +464,36 @@ def _two_worker_figures(two: Curve, one: Curve, engine: str) -> list[Figure]:
             floor_name=f"1 worker, {clients} client{'s' if clients > 1 else ''}",
         )
         for clients in LEVELS
+    ]
+
+
+def two_worker_save_figures(two: Curve, old: Curve, engine: str) -> list[Figure]:
+    """Saves with two workers at the top level beside the old save path (one transaction and fsync
+    per Save, one worker) at that level, with the same aim as one worker's; and their p99. Each
+    worker group-commits its own Saves; the two meet at SQLite's file lock."""
+    top = LEVELS[-1]
+    where = f"{engine}, 2 workers, {top} clients"
+    load = two.loads[top]
+    rate = _rate_figure(
+        f"saves/s over HTTP, {where}", load.rate, load, aim="≥ 2× one fsync per Save", limit=2.0,
+        floor=old.rate(top), floor_name=f"one transaction and fsync per Save, {top} clients",
+    )  # fmt: skip
+    p99 = ms(percentile(load.latencies, 99))
+    return [
+        rate,
+        Figure(
+            name=f"save p99 over HTTP, {where}",
+            value=p99,
+            unit="ms",
+            aim="≤ 100 ms",
+            aim_op="value<=",
+            aim_limit=100.0,
+            p99=p99,
+            floor=old.p99_ms(top),
+            floor_name=f"one fsync per Save, {top} clients, p99",
+            samples=len(load.latencies),
+            note=f"the value is the p99 itself; p50 {ms(percentile(load.latencies, 50)):.2f} ms",
+        ),
     ]
 
 

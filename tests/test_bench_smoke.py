@@ -57,6 +57,8 @@ def test_the_bench_runs_quickly_end_to_end_and_writes_every_figure(tmp_path: Pat
         "saves/s over HTTP, SQLite, 64 clients",
         "save p99 over HTTP, SQLite, 64 clients",
         "recall/s over HTTP, SQLite, 2 workers",
+        "saves/s over HTTP, SQLite, 2 workers, 64 clients",
+        "save p99 over HTTP, SQLite, 2 workers, 64 clients",
     ):
         assert any(expected in name for name in names), f"{expected!r} is missing from {names}"
     for figure in results["figures"]:

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
+from memframe.cli.listening import BALANCED_REUSEPORT, listen_each
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -249,6 +250,51 @@ def test_serve_says_so_when_the_port_is_taken(
         code, out, err = run(capsys, "serve", "--db", db, "--port", str(taken.getsockname()[1]))
     assert code == EXIT_ERROR and out == ""
     assert err.startswith("memframe: Cannot listen on 127.0.0.1:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("taken_by", ["one listener", "another serve's workers"])
+def test_serve_with_workers_says_so_when_the_port_is_taken(
+    capsys: pytest.CaptureFixture[str], db: str, team: dict[str, str], taken_by: str
+) -> None:
+    # Its workers' sockets share the port with SO_REUSEPORT; a second serve (the same user, whose
+    # sockets could otherwise join that group) is refused like any other taker, before a worker starts.
+    held = [socket.create_server(("127.0.0.1", 0))] if taken_by == "one listener" else listen_each("127.0.0.1", 0, 2)
+    try:
+        port = held[0].getsockname()[1]
+        code, out, err = run(capsys, "serve", "--db", db, "--port", str(port), "--workers", "2")
+    finally:
+        for sock in held:
+            sock.close()
+    assert code == EXIT_ERROR and out == ""
+    assert err.startswith(f"memframe: Cannot listen on 127.0.0.1:{port}:") and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not BALANCED_REUSEPORT, reason="SO_REUSEPORT balances connections on Linux only")
+def test_each_worker_gets_a_socket_of_its_own_on_one_port_and_connections_spread_over_them() -> None:
+    # One socket shared by every worker let whichever accept loop woke first take a whole burst.
+    sockets = listen_each("127.0.0.1", 0, 2)
+    clients: list[socket.socket] = []
+    try:
+        assert len({sock.getsockname() for sock in sockets}) == 1 and len(set(sockets)) == 2
+        for _ in range(64):  # all at once, as the bench's keep-alive clients open them
+            clients.append(socket.create_connection(sockets[0].getsockname()))
+        accepted = []
+        for sock in sockets:
+            sock.setblocking(False)
+            count = 0
+            while True:
+                try:
+                    conn, _ = sock.accept()
+                except BlockingIOError:
+                    break
+                conn.close()
+                count += 1
+            accepted.append(count)
+        # Spread by a hash of each connection's addresses: all 64 on one socket has odds of 2 in 2**64.
+        assert sum(accepted) == 64 and min(accepted) > 0, accepted
+    finally:
+        for sock in [*clients, *sockets]:
+            sock.close()
 
 
 def test_serve_takes_the_key_session_idle_time_and_lifetime(tmp_path: Path) -> None:

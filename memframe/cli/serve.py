@@ -3,11 +3,16 @@
     memframe serve --db team.db --workers 4
     memframe serve --db postgresql://… --key-sessions http://10.0.0.5:8790 --key-sessions-credential-file F
 
-How the workers share the port. `serve` binds and listens once, then spawns N worker
-processes (multiprocessing's spawn: a fresh interpreter each, nothing of the parent's
-threads, database connections or locks inherited) that each run uvicorn on that same
-listening socket; the kernel hands every new connection to whichever worker accepts it first,
-so any request may land on any worker. We spawn them ourselves rather than use uvicorn's
+How the workers share the port. `serve` binds N listening sockets to the one port with
+SO_REUSEPORT (`listening.listen_each`, which first makes sure no one else listens there; on
+Linux, whose SO_REUSEPORT balances: elsewhere the workers share one socket), then
+spawns N worker processes (multiprocessing's spawn: a fresh interpreter each, nothing of the
+parent's threads, database connections or locks inherited) that each run uvicorn on a socket of
+their own; the kernel spreads new connections over the sockets by a hash of their addresses, so
+any request may land on any worker, and a burst of connections opened at once is shared out
+instead of taken whole by whichever worker's accept loop woke first (as one shared socket let
+it). A worker's replacement is given the socket its predecessor had: the connections that
+queued there while no one accepted are served by it, not reset. We spawn them ourselves rather than use uvicorn's
 `workers=`: that needs an import string and an app factory, cannot carry our edge protocol
 class (made per run with its limits) into its children, and would leave us no place to start
 the key-session service before the workers and stop it after them.
@@ -124,7 +129,7 @@ def _worker(
     serve_on: Callable[..., Any],
 ) -> None:
     """A worker process: the service over the shared database and key-session service, served
-    by uvicorn on the socket serve bound. Its access lines name its pid.
+    by uvicorn on the socket serve bound for it. Its access lines name its pid.
 
     `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
     the spawn pipe), so a worker serves exactly as one-process `serve` does."""
@@ -160,10 +165,12 @@ def _worker(
 class _Supervisor:
     """serve's own process with several workers: starts, watches and stops its children."""
 
-    def __init__(self, args: argparse.Namespace, sock: socket.socket, serving: tuple[Callable[..., Any], ...]) -> None:
+    def __init__(
+        self, args: argparse.Namespace, sockets: list[socket.socket], serving: tuple[Callable[..., Any], ...]
+    ) -> None:
         self.args = args
         self.serving = serving
-        self.sock = sock
+        self.sockets = sockets  # worker i's listening socket, kept open here for its replacements
         self.context = multiprocessing.get_context("spawn")
         self.workers: list[Any] = []
         self.deaths: list[float] = []
@@ -202,7 +209,9 @@ class _Supervisor:
         # mapping proxy, which does not pickle, and secrets that need not cross the spawn pipe.
         args = argparse.Namespace(**{k: v for k, v in vars(self.args).items() if k != "settings"})
         process = self.context.Process(
-            target=_worker, args=(self.sock, args, self.spec, *self.serving), name=f"memframe-worker-{index + 1}"
+            target=_worker,
+            args=(self.sockets[index], args, self.spec, *self.serving),
+            name=f"memframe-worker-{index + 1}",
         )
         process.start()
         return process
@@ -287,25 +296,27 @@ def serve_workers(
     open_service: Callable[..., Any],
     serve_on: Callable[..., Any],
 ) -> int:
-    """Serve with `args.workers` processes on one listening socket until SIGINT/SIGTERM.
+    """Serve with `args.workers` processes, each on its own listening socket of one port, until
+    SIGINT/SIGTERM.
 
-    `announce(sock)` prints the serving line once the socket listens; `open_service(args, key_sessions=…)`
+    `announce(sock)` prints the serving line once the sockets listen; `open_service(args, key_sessions=…)`
     and `serve_on(sock, service, args, …)` are how each worker serves (the caller's, so one worker
     and several serve alike)."""
-    from memframe.cli.listening import listen
+    from memframe.cli.listening import listen_each
 
-    sock = listen(args.host, args.port)
+    sockets = listen_each(args.host, args.port, args.workers)
     try:
-        supervisor = _Supervisor(args, sock, (open_service, serve_on))
+        supervisor = _Supervisor(args, sockets, (open_service, serve_on))
         previous = {sig: signal.signal(sig, supervisor.stop_on) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            announce(sock)
+            announce(sockets[0])
             code = supervisor.run()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     finally:
-        sock.close()
+        for sock in set(sockets):
+            sock.close()
     how = f" on {signal.Signals(supervisor.signal).name}" if supervisor.signal else ""
     print(f"memframe stopped{how}; the database is closed.", flush=True)
     return code
