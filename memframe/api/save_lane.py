@@ -46,7 +46,7 @@ from memframe.wire.files import PutFileIn, VersionOut
 _SAVE_PATH = re.compile(r"/api/v1/workspaces/([^/]+)/files/(.*)\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: A header integer in the one form whose meaning no parser can read differently.
-_PLAIN_NUMBER = re.compile(rb"0|[1-9][0-9]{0,15}\Z")
+_PLAIN_NUMBER = re.compile(rb"(?:0|[1-9][0-9]{0,15})\Z")
 _FLAGS = {b"0": False, b"1": True}
 #: The headers the lane reads; any of them sent twice goes to the route.
 _READ = frozenset(
