@@ -116,6 +116,8 @@ async def known_query(request: Request) -> None:
 
 def printable(text: str) -> str:
     """Control characters escaped, so a path cannot forge a second log line."""
+    if text.isprintable():  # nearly every path: no character to look at one by one
+        return text
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 

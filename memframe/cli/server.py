@@ -166,14 +166,16 @@ def _serve_on(
     import uvicorn
 
     from memframe.api import create_app
-    from memframe.api.server import access_log_to_stdout, uvicorn_config
+    from memframe.api.server import access_log_to_stdout, settle_heap, uvicorn_config
 
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
     access_log_to_stdout()  # method, redacted path and status only: bodies and queries are never logged
+    app = create_app(service, model=model_client(args))
+    settle_heap(app)  # no full garbage collection walks the app's lasting heap mid-burst
     config = uvicorn_config(
-        create_app(service, model=model_client(args)),
+        app,
         log_level=args.log_level,
         read_timeout=args.read_timeout,
         max_connections=args.max_connections,

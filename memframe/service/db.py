@@ -19,6 +19,7 @@ nothing that follows it can become durable before it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -169,6 +170,10 @@ class Database:
         self._together = threading.Lock()  # guards _queue and _leading (write_together)
         self._queue: list[_Ticket] = []
         self._leading = False
+        self._committer: threading.Thread | None = None  # leads groups for event loops' batches
+        self._committer_lock = threading.Lock()
+        self._commit_wanted = threading.Event()
+        self._stop_committer = False
 
     def _is_storage_error(self, exc: BaseException) -> bool:
         """A driver error that is the storage failing (I/O, a full disk, a lost server, a lock held
@@ -254,36 +259,115 @@ class Database:
         after the shared COMMIT, so an acknowledged batch is exactly as durable as with `write()`;
         the writer lock is held for one fsync per group instead of one per batch.
         """
-        ticket = _Ticket(work)
+        wake = threading.Event()  # set when done, or when it is this ticket's turn to lead
+        ticket = _Ticket(work, wake=wake)
+        if self._enqueue(ticket):
+            self._lead()
+        else:
+            wake.wait()  # until a leader committed it, or handed the lead to it
+            if not ticket.done:
+                self._lead()
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result  # type: ignore[return-value]
+
+    async def write_together_async(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`write_together(work)` for a caller on an event loop, without a thread of its own.
+
+        The batch joins the same queue and the same groups as the threads' batches; when no one
+        is committing, this database's committer thread leads in its place. The caller's task
+        waits on a future the group settles after its COMMIT, and one wake-up of the loop
+        settles every batch of that group that loop is waiting for: a burst of Saves from one
+        event loop costs no thread hand-off per Save. Cancelling the wait does not withdraw the
+        batch (like a thread's, it commits or fails whole; its answer goes nowhere).
+        """
+        future = asyncio.get_running_loop().create_future()
+        ticket = _Ticket(work, future)
+        if self._enqueue(ticket):
+            self._hand_to_committer()
+        await future
+        if ticket.error is not None:
+            raise ticket.error
+        return ticket.result  # type: ignore[return-value]
+
+    def _enqueue(self, ticket: _Ticket) -> bool:
+        """Queue `ticket`; True when no one is committing, so its caller must lead."""
         with self._together:
             self._queue.append(ticket)
             lead = not self._leading
             self._leading = True
-        if not lead:
-            ticket.wake.wait()  # until a leader committed it, or handed the lead to it
-        if not ticket.done:
+        return lead
+
+    def _lead(self) -> None:
+        """Commit everything queued now as one group, settle each batch, then hand the lead on."""
+        with self._together:
+            group, self._queue = self._queue, []
+        try:
+            self._commit_together(group)
+        except BaseException:  # interrupted (Ctrl-C, exit): the others must not mistake silence for success
+            for each in group:
+                if each.error is None:
+                    each.result = None
+                    each.error = Unavailable("The memory store was interrupted; this may not have been saved.")
+            raise
+        finally:
+            settle: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
             with self._together:
-                group, self._queue = self._queue, []
-            try:
-                self._commit_together(group)
-            except BaseException:  # interrupted (Ctrl-C, exit): the others must not mistake silence for success
                 for each in group:
-                    if each.error is None:
-                        each.result = None
-                        each.error = Unavailable("The memory store was interrupted; this may not have been saved.")
-                raise
-            finally:
-                with self._together:
-                    for each in group:
-                        each.done = True
+                    each.done = True
+                    if each.wake is not None:
                         each.wake.set()
-                    if self._queue:
-                        self._queue[0].wake.set()  # the next in line commits whatever queued meanwhile
-                    else:
-                        self._leading = False
-        if ticket.error is not None:
-            raise ticket.error
-        return ticket.result  # type: ignore[return-value]
+                    elif each.future is not None:
+                        settle.setdefault(each.future.get_loop(), []).append(each)
+                after = self._queue[0] if self._queue else None
+                if after is None:
+                    self._leading = False
+            # The next in line commits whatever queued meanwhile: its own thread, or the committer.
+            if after is not None and after.wake is not None:
+                after.wake.set()
+            elif after is not None:
+                self._hand_to_committer()
+            for loop, tickets in settle.items():
+                with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
+                    loop.call_soon_threadsafe(_settle_futures, tickets)
+
+    def _hand_to_committer(self) -> None:
+        """Have the committer thread lead the next group (started on first use).
+
+        Once the database is closing there is no committer: the caller leads, and the group
+        commits or fails (on a closed database) here."""
+        with self._committer_lock:
+            closing = self._stop_committer
+            if not closing and self._committer is None:
+                self._committer = threading.Thread(target=self._commit_loop, name="memframe-commit", daemon=True)
+                self._committer.start()
+        if closing:
+            self._lead()
+        else:
+            self._commit_wanted.set()
+
+    def _commit_loop(self) -> None:
+        """The committer thread: leads a group whenever an event loop's batch found no one leading."""
+        while True:
+            self._commit_wanted.wait()
+            self._commit_wanted.clear()
+            with self._committer_lock:
+                stopping = self._stop_committer
+            with self._together:
+                wanted = bool(self._queue)
+            if wanted:
+                self._lead()
+            if stopping:
+                return
+
+    def _stop_commit_loop(self) -> None:
+        """Let the committer lead what is queued, then end it (closing)."""
+        with self._committer_lock:
+            self._stop_committer = True
+            committer = self._committer
+        self._commit_wanted.set()
+        if committer is not None:
+            committer.join()
 
     def _commit_together(self, group: list[_Ticket]) -> None:
         try:
@@ -335,6 +419,7 @@ class Database:
                 return False
             self._closed = True
             flusher = self._flusher
+        self._stop_commit_loop()
         self._closing.set()
         self._soon_wake.set()
         if flusher is not None:
@@ -462,16 +547,33 @@ class Database:
 
 
 class _Ticket:
-    """One caller's batch in `write_together`, and how it ended."""
+    """One caller's batch in `write_together`, and how it ended.
 
-    __slots__ = ("done", "error", "result", "wake", "work")
+    A thread's ticket has `wake`, set when it is done or its turn to lead; an event loop's has
+    `future` instead, settled on its loop once the batch is done (the committer leads for it)."""
 
-    def __init__(self, work: Callable[[sqlite3.Connection], Any]) -> None:
+    __slots__ = ("done", "error", "future", "result", "wake", "work")
+
+    def __init__(
+        self,
+        work: Callable[[sqlite3.Connection], Any],
+        future: asyncio.Future[None] | None = None,
+        *,
+        wake: threading.Event | None = None,
+    ) -> None:
         self.work = work
-        self.wake = threading.Event()  # set when done, or when it is this ticket's turn to lead
+        self.future = future
+        self.wake = wake
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+
+
+def _settle_futures(tickets: list[_Ticket]) -> None:
+    """On the loop: wake every task waiting for one of these done batches."""
+    for ticket in tickets:
+        if ticket.future is not None and not ticket.future.done():
+            ticket.future.set_result(None)
 
 
 def _same_failure(exc: Exception) -> Unavailable:

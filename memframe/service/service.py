@@ -8,7 +8,7 @@ membership inside the same transaction that reads or writes.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,6 +119,44 @@ class MemoryService:
         transaction: the advancing statement is conditioned on this write's own
         version row, so a Clear that loses the race moves nothing.
         """
+        batch = self._put_file_batch(
+            user, workspace_id, path, ciphertext, base_version, clear=clear, restored_from=restored_from, revive=revive
+        )
+        return self.db.write_together(batch)
+
+    async def put_file_async(
+        self,
+        user: str,
+        workspace_id: str,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+    ) -> VersionInfo:
+        """`put_file` for a caller on an event loop (the HTTP Save): the same checks, here, and the
+        same batch in the same group commit (`Database.write_together_async`), with no thread of
+        its own waiting for the group's COMMIT."""
+        batch = self._put_file_batch(
+            user, workspace_id, path, ciphertext, base_version, clear=clear, restored_from=restored_from, revive=revive
+        )
+        return await self.db.write_together_async(batch)
+
+    def _put_file_batch(
+        self,
+        user: str,
+        workspace_id: str,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool,
+        restored_from: int | None,
+        revive: bool,
+    ) -> Callable[[sqlite3.Connection], VersionInfo]:
+        """A direct write's checks (each refusal raised here, before anything queues) and its batch."""
         path = check_file_path(path)
         if clear and path != MEMORY_PATH:
             raise InvalidInput("Only the memory document can be cleared.")
@@ -157,7 +195,7 @@ class MemoryService:
                 conn.execute(ADVANCE_CLEAR_GENERATION, {"ws": workspace_id, "path": path, "version": version})
             return info
 
-        return self.db.write_together(batch)
+        return batch
 
     def compact_version(
         self, user: str, workspace_id: str, path: str, version: int, expected_hash: str, ciphertext: bytes
