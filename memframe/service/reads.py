@@ -55,6 +55,7 @@ class LocalRevisions:
     def __init__(self, conn: sqlite3.Connection, workspace_id: str) -> None:
         self._conn = conn
         self.workspace_id = workspace_id
+        self._run: dict[int, bytes | None] = {}  # ciphertexts read ahead for a delta's bases
 
     def revisions(self, key: bytes, *, limit: int, before: int | None = None) -> Iterator[Revision]:
         """The memory's revisions newest first (below `before`, at most `limit` of them), each
@@ -79,12 +80,23 @@ class LocalRevisions:
             raise Unavailable("The memory store could not be read right now.") from exc
 
     def _ciphertext(self, version: int) -> bytes | None:
-        """One version's ciphertext: what a delta (payload encoding 2) is opened against."""
-        row = self._conn.execute(
-            "SELECT ciphertext FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
-            (self.workspace_id, MEMORY_PATH, version),
-        ).fetchone()
-        return None if row is None else row[0]  # type: ignore[no-any-return]
+        """One version's ciphertext: what a delta (payload encoding 2) is opened against.
+
+        A delta's bases are asked for newest first, down to the keyframe before them, so a miss
+        reads that whole run (from its keyframe up to `version`) in one statement, and the rest of
+        the walk is answered from it: one query per run of versions, not one per version."""
+        run = self._run
+        if version in run:
+            return run.pop(version)
+        start = version - (version - 1) % crypto.KEYFRAME_EVERY
+        self._run = run = dict(
+            self._conn.execute(
+                "SELECT version, ciphertext FROM file_versions"
+                " WHERE workspace_id = ? AND path = ? AND version >= ? AND version <= ?",
+                (self.workspace_id, MEMORY_PATH, start, version),
+            )
+        )
+        return run.pop(version, None)
 
     def close(self) -> None:
         try:
