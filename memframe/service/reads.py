@@ -59,8 +59,11 @@ class LocalRevisions:
 
     def revisions(self, key: bytes, *, limit: int, before: int | None = None) -> Iterator[Revision]:
         """The memory's revisions newest first (below `before`, at most `limit` of them), each
-        decrypted as it is read: the rows are streamed, never all held at once."""
+        decrypted on the way: the rows stream in newest first and are opened a keyframe run at a
+        time, oldest first, so each delta's base is the text opened just before it (one decrypt per
+        version, and no row read twice). At most one run of rows and texts is held at once."""
         open_blob = crypto.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH, fetch=self._ciphertext)
+        every = crypto.KEYFRAME_EVERY
         try:
             rows = self._conn.execute(
                 "SELECT version, created_at, author, actor, operation, ciphertext FROM file_versions"
@@ -68,12 +71,21 @@ class LocalRevisions:
                 (self.workspace_id, MEMORY_PATH, before if before is not None else 2**62, limit),
             )
             since: int | None = None  # the chain start, from the newest new-format text read
-            for version, created_at, author, actor, operation, blob in rows:
-                header = crypto.header(blob)
-                if header is not None and since is None:
-                    since = header.since
-                legacy = since is None or version < since  # no old-format text after the chain began
-                yield version, created_at, author, actor, operation, open_blob(blob, version, legacy=legacy)
+            run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]] = []
+            start = 0  # the first version of the run being gathered
+            for row in rows:
+                version = row[0]
+                if version < start:
+                    yield from _opened(open_blob, run)
+                    run = []
+                if not run:
+                    start = version - (version - 1) % every
+                if since is None:
+                    header = crypto.header(row[5])
+                    if header is not None:
+                        since = header.since
+                run.append((row, since is None or version < since))  # no old-format text after the chain began
+            yield from _opened(open_blob, run)
         except sqlite3.DatabaseError as exc:
             from memframe.core.errors import Unavailable
 
@@ -104,6 +116,16 @@ class LocalRevisions:
                 self._conn.execute("COMMIT")
         finally:
             self._conn.close()
+
+
+def _opened(
+    open_blob: crypto.Opener, run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]]
+) -> Iterator[Revision]:
+    """A run of rows (newest first, each with whether an old-format text may open there) with their
+    texts, opened oldest first and shown newest first."""
+    texts = [open_blob(row[5], row[0], legacy=legacy) for row, legacy in reversed(run)]
+    for (row, _), text in zip(run, reversed(texts), strict=True):
+        yield row[0], row[1], row[2], row[3], row[4], text
 
 
 def open_local_revisions(workspace_id: str, db: Path) -> LocalRevisions | None:
