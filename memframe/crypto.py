@@ -545,8 +545,9 @@ class Opener:
         self._sha256 = hashlib.sha256
         self._fetch = fetch
         self._remember = fetch is not None if remember is None else remember
-        # version -> (ciphertext, UTF-8 text, chain hash); one lock, as a key session's is shared by threads
-        self._opened: dict[int, tuple[bytes, bytes, bytes]] = {}
+        # version -> (ciphertext, UTF-8 text, chain hash or None: the ciphertext's SHA-256, made when
+        # needed); one lock, as a key session's is shared by threads
+        self._opened: dict[int, tuple[bytes, bytes, bytes | None]] = {}
         self._lock = _thread.allocate_lock()
 
     def __call__(self, blob: bytes | None, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> str:
@@ -560,15 +561,15 @@ class Opener:
         digest = self._sha256(blob).digest()
         if header(blob) is None:
             return digest
-        return self._open(blob, version, legacy, fetch or self._fetch, digest)[1]
+        return self._open(blob, version, legacy, fetch or self._fetch, digest)[1] or digest
 
     def hold(self, blob: bytes, version: int, text: str) -> None:
         """Remember `text` as what `blob` (sealed by this process, with this key) opens to, so the next
         read of it, or of a delta against it, needs no decrypt of it. Only a remembering opener keeps it."""
         if self._remember and blob[:4] == MAGIC:
-            self._keep(version, blob, text.encode("utf-8"), self._sha256(blob).digest())
+            self._keep(version, blob, text.encode("utf-8"), None)
 
-    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes) -> None:
+    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes | None) -> None:
         opened = self._opened
         with self._lock:
             if opened.pop(version, None) is None and len(opened) >= 2 * KEYFRAME_EVERY:
@@ -577,8 +578,10 @@ class Opener:
 
     def _open(
         self, blob: bytes, version: int, legacy: bool, fetch: Fetch | None, digest: bytes | None = None
-    ) -> tuple[bytes, bytes]:
-        """(UTF-8 text, chain hash) of `blob` at `version`."""
+    ) -> tuple[bytes, bytes | None]:
+        """(UTF-8 text, chain hash) of `blob` at `version`. The chain hash is None where it is the
+        SHA-256 of `blob` itself and not yet known: it is made only when a delta names the text as its
+        base (or `chain_hash` asks), so a history stored whole is opened without hashing a byte."""
         opened = self._opened if self._remember else None
         if opened is not None:
             held = opened.get(version)
@@ -590,20 +593,20 @@ class Opener:
             # fails as any altered text does) and then held to the hash this delta's header names.
             held = None if opened is None else opened.get(at)
             if held is not None:
-                text, chain = held[1], held[2]
+                older, text, chain = held
             else:
                 older = None if fetch is None else fetch(at)
                 if older is None:  # (an old-format one fails to open below: a delta's base is always v2)
                     raise ValueError("the base of this delta is missing or not the version it names")
                 text, chain = self._open(older, at, False, fetch)
-            if chain != named:
+            if (chain or self._sha256(older).digest()) != named:
                 raise ValueError("the base of this delta is missing or not the version it names")
             return text
 
         place = self._place + str(version).encode()
         data, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
         if original is None:
-            original = digest or self._sha256(blob).digest()
+            original = digest
         if opened is not None and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
             self._keep(version, blob, data, original)
         return data, original
