@@ -536,13 +536,12 @@ class Opener:
         self, key: bytes, *, workspace_id: str, path: str, fetch: Fetch | None = None, remember: bool | None = None
     ) -> None:
         import _thread  # `threading.Lock` itself; the interpreter has it loaded, `threading` costs start-up
-        import hashlib
 
         self._aead = aead(key)
         self._workspace_id, self._path = workspace_id, path
         self._legacy_ad = associated_data(workspace_id, path)
         self._place = file_place(workspace_id, path, 0)[:-1]  # + str(version): a version's place
-        self._sha256 = hashlib.sha256
+        self._sha256 = _sha256()
         self._fetch = fetch
         self._remember = fetch is not None if remember is None else remember
         # version -> (ciphertext, UTF-8 text, chain hash or None: the ciphertext's SHA-256, made when
@@ -595,9 +594,10 @@ class Opener:
             if held is not None:
                 older, text, chain = held
             else:
-                older = None if fetch is None else fetch(at)
-                if older is None:  # (an old-format one fails to open below: a delta's base is always v2)
+                fetched = None if fetch is None else fetch(at)
+                if fetched is None:  # (an old-format one fails to open below: a delta's base is always v2)
                     raise ValueError("the base of this delta is missing or not the version it names")
+                older = fetched
                 text, chain = self._open(older, at, False, fetch)
             if (chain or self._sha256(older).digest()) != named:
                 raise ValueError("the base of this delta is missing or not the version it names")
@@ -610,6 +610,29 @@ class Opener:
         if opened is not None and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
             self._keep(version, blob, data, original)
         return data, original
+
+
+def _sha256() -> Callable[[bytes], Any]:
+    """hashlib's SHA-256 when this process has loaded hashlib (a server, the frame: OpenSSL's is the
+    fastest on long inputs), else the interpreter's own (`history -p`: loading OpenSSL for hashlib
+    would cost more start-up than it saves on a thousand delta ciphertexts of ~150 bytes)."""
+    import sys
+
+    if "hashlib" not in sys.modules:
+        try:
+            from _sha256 import sha256  # Python 3.11 (3.12 on: _sha2)
+
+            return sha256  # type: ignore[no-any-return]
+        except ImportError:
+            try:
+                from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+
+                return sha256  # type: ignore[no-any-return]
+            except ImportError:
+                pass
+    import hashlib
+
+    return hashlib.sha256
 
 
 def opener(

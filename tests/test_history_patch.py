@@ -243,7 +243,8 @@ def test_a_subprocess_imports_only_what_it_needs(capsys, memframe_home: Path) ->
         "from memframe.cli import main\n"
         "code = main(['history', '-p'])\n"
         "heavy = ('argparse', 'typing', 'dataclasses', 'difflib', 'memframe.service.service', 'memframe.service.db',"
-        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx')\n"
+        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx',"
+        " 'threading', 'hashlib', 'datetime')\n"
         "print('HEAVY', sorted(m for m in heavy if m in sys.modules), code, file=sys.stderr)\n"
     )
     env = {**os.environ, "MEMFRAME_HOME": str(memframe_home)}

@@ -12,16 +12,21 @@ What it reads is what `MemoryService.list_versions` and `get_versions` return fo
 memory document, and it decrypts on this machine; it writes nothing. It imports
 neither the service nor `core.types` (the constants it shares with them are checked
 equal by a test), so that `history -p` starts quickly; `memframe.service` imports
-`MemoryService` only when asked for it, for the same reason.
+`MemoryService` only when asked for it, for the same reason. For the same reason it uses
+`_sqlite3`, the module `sqlite3` is made of (the same connection and error classes).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
 
 from memframe import crypto
+
+try:  # the C module itself: the `sqlite3` package around it adds datetime adapters (and datetime's import)
+    import _sqlite3 as sqlite3
+except ImportError:  # pragma: no cover - an interpreter without it
+    import sqlite3  # type: ignore[no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
