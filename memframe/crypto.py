@@ -402,24 +402,25 @@ def _open_chained(
     only) and, for a re-seal, the hash of the ciphertext it stands for (else None).
 
     cryptography's exceptions are imported only when something fails: `memframe history -p`
-    opens every revision and is measured against `git log -p`."""
+    opens every revision and is measured against `git log -p` (so the header is read here
+    directly, as `header` reads it, without making a `Header`)."""
     view = memoryview(blob)
-    head = header(blob)
     try:
-        if head is not None:
+        if len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
             try:
                 plain = aead.decrypt(
                     view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
                     view[HEADER_BYTES + NONCE_BYTES :],
-                    _ad_v2(place, view[:HEADER_BYTES]),
+                    b"memframe/v2\x00" + place + b"\x00" + blob[:HEADER_BYTES],
                 )
             except Exception:
                 if legacy_ad is None:  # else: a v1 nonce that happens to begin with the magic (2**-32)
                     raise
             else:
-                return _decode(plain, head, base)
-        if legacy_ad is None:
-            if head is None and len(blob) >= V1_OVERHEAD:
+                _, _, size, previous = _HEADER.unpack_from(blob)
+                return _decode(plain, size, previous, base)
+        elif legacy_ad is None:
+            if len(blob) >= V1_OVERHEAD:
                 raise _failed(
                     None, "This text is not sealed in the format due here (old or altered); it was not opened."
                 )
@@ -448,23 +449,22 @@ def _inflate(payload: bytes | memoryview, limit: int) -> bytes:
     return data
 
 
-def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[bytes, bytes | None]:
-    encoding, payload, size = plain[:1], plain[1:], head.size
-    original = None
-    if encoding == b"\x03":  # a re-seal: the original's hash, then an ordinary payload
-        if len(payload) < HASH_BYTES + 1 or payload[HASH_BYTES : HASH_BYTES + 1] == b"\x03":
+def _decode(plain: bytes, size: int, previous: bytes, base: Any = None) -> tuple[bytes, bytes | None]:
+    """The text of an opened v2 plaintext (`size` and `previous` from its header): the payload is
+    read in place, at an offset past its encoding byte (and a re-seal's hash), never copied first."""
+    if not plain:
+        raise ValueError("unknown payload encoding")
+    encoding, at, original = plain[0], 1, None
+    if encoding == RESEAL:  # a re-seal: the original's hash, then an ordinary payload
+        if len(plain) < 1 + HASH_BYTES + 1 or plain[1 + HASH_BYTES] == RESEAL:
             raise ValueError("damaged re-seal")
-        original, encoding, payload = (
-            payload[:HASH_BYTES],
-            payload[HASH_BYTES : HASH_BYTES + 1],
-            payload[HASH_BYTES + 1 :],
-        )
-    if encoding == b"\x00":
-        data = payload
-    elif encoding == b"\x01":
-        data = _inflate(payload, size)
-    elif encoding == b"\x02":
-        data = _undelta(payload, head, base)
+        original, encoding, at = plain[1 : 1 + HASH_BYTES], plain[1 + HASH_BYTES], 2 + HASH_BYTES
+    if encoding == DELTA:
+        data = _undelta(plain, at, size, previous, base)
+    elif encoding == RAW:
+        data = plain[at:]
+    elif encoding == ZLIB:
+        data = _inflate(memoryview(plain)[at:], size)
     else:
         raise ValueError("unknown payload encoding")
     if len(data) != size:
@@ -472,20 +472,20 @@ def _decode(plain: bytes, head: Header, base: Any = None) -> tuple[bytes, bytes 
     return data, original
 
 
-def _undelta(payload: bytes, head: Header, base: Any) -> bytes:
-    if len(payload) < _DELTA_HEAD.size:
+def _undelta(plain: bytes, at: int, size: int, previous: bytes, base: Any) -> bytes:
+    """The text of the delta that starts at `plain[at]`, against `base(version, previous)`."""
+    if len(plain) - at < _DELTA_HEAD.size:
         raise ValueError("damaged delta")
-    base_version, prefix, suffix, packing = _DELTA_HEAD.unpack_from(payload)
+    base_version, prefix, suffix, packing = _DELTA_HEAD.unpack_from(plain, at)
     if base is None:
         raise ValueError("a delta opened without its earlier versions")
-    if head.previous == NO_PREVIOUS:
+    if previous == NO_PREVIOUS:
         raise ValueError("a delta with no previous version")
-    old = base(base_version, head.previous)
+    old = base(base_version, previous)
     if prefix + suffix > len(old) or packing not in (0, 1):
         raise ValueError("a delta that does not fit its base")
-    middle = payload[_DELTA_HEAD.size :]
-    if packing:
-        middle = _inflate(middle, head.size)
+    at += _DELTA_HEAD.size
+    middle = _inflate(memoryview(plain)[at:], size) if packing else plain[at:]
     return old[:prefix] + middle + old[len(old) - suffix :]
 
 
@@ -519,21 +519,35 @@ class Opener:
     came from, in this process's memory only), so reading a run of versions opens each once, and a
     key session's recall opens a new head with one decrypt; without it nothing is kept."""
 
-    __slots__ = ("_aead", "_fetch", "_legacy_ad", "_lock", "_opened", "_path", "_remember", "_workspace_id")
+    __slots__ = (
+        "_aead",
+        "_fetch",
+        "_legacy_ad",
+        "_lock",
+        "_opened",
+        "_path",
+        "_place",
+        "_remember",
+        "_sha256",
+        "_workspace_id",
+    )
 
     def __init__(
         self, key: bytes, *, workspace_id: str, path: str, fetch: Fetch | None = None, remember: bool | None = None
     ) -> None:
-        import threading
+        import _thread  # `threading.Lock` itself; the interpreter has it loaded, `threading` costs start-up
 
         self._aead = aead(key)
         self._workspace_id, self._path = workspace_id, path
         self._legacy_ad = associated_data(workspace_id, path)
+        self._place = file_place(workspace_id, path, 0)[:-1]  # + str(version): a version's place
+        self._sha256 = _sha256()
         self._fetch = fetch
         self._remember = fetch is not None if remember is None else remember
-        # version -> (ciphertext, UTF-8 text, chain hash); one lock, as a key session's is shared by threads
-        self._opened: dict[int, tuple[bytes, bytes, bytes]] = {}
-        self._lock = threading.Lock()
+        # version -> (ciphertext, UTF-8 text, chain hash or None: the ciphertext's SHA-256, made when
+        # needed); one lock, as a key session's is shared by threads
+        self._opened: dict[int, tuple[bytes, bytes, bytes | None]] = {}
+        self._lock = _thread.allocate_lock()
 
     def __call__(self, blob: bytes | None, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> str:
         if blob is None:
@@ -543,64 +557,82 @@ class Opener:
     def chain_hash(self, blob: bytes, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> bytes:
         """What the next version's `prev` must be: the SHA-256 of `blob`, or for a re-seal, of the
         ciphertext it stands for (opening it, if it is one; a v2 text's payload encoding is sealed)."""
-        import hashlib
-
-        digest = hashlib.sha256(blob).digest()
+        digest = self._sha256(blob).digest()
         if header(blob) is None:
             return digest
-        return self._open(blob, version, legacy, fetch or self._fetch, digest)[1]
+        return self._open(blob, version, legacy, fetch or self._fetch, digest)[1] or digest
 
     def hold(self, blob: bytes, version: int, text: str) -> None:
         """Remember `text` as what `blob` (sealed by this process, with this key) opens to, so the next
         read of it, or of a delta against it, needs no decrypt of it. Only a remembering opener keeps it."""
         if self._remember and blob[:4] == MAGIC:
-            import hashlib
+            self._keep(version, blob, text.encode("utf-8"), None)
 
-            self._keep(version, blob, text.encode("utf-8"), hashlib.sha256(blob).digest())
-
-    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes) -> None:
+    def _keep(self, version: int, blob: bytes, data: bytes, chain: bytes | None) -> None:
+        opened = self._opened
         with self._lock:
-            self._opened.pop(version, None)
-            if len(self._opened) >= 2 * KEYFRAME_EVERY:
-                self._opened.pop(next(iter(self._opened)), None)
-            self._opened[version] = (blob, data, chain)
-
-    def _held(self, version: int, blob: bytes) -> tuple[bytes, bytes] | None:
-        held = self._opened.get(version)
-        return (held[1], held[2]) if held is not None and held[0] == blob else None
+            if opened.pop(version, None) is None and len(opened) >= 2 * KEYFRAME_EVERY:
+                opened.pop(next(iter(opened)), None)
+            opened[version] = (blob, data, chain)
 
     def _open(
         self, blob: bytes, version: int, legacy: bool, fetch: Fetch | None, digest: bytes | None = None
-    ) -> tuple[bytes, bytes]:
-        """(UTF-8 text, chain hash) of `blob` at `version`."""
-        held = self._held(version, blob) if self._remember else None
-        if held is not None:
-            return held
+    ) -> tuple[bytes, bytes | None]:
+        """(UTF-8 text, chain hash) of `blob` at `version`. The chain hash is None where it is the
+        SHA-256 of `blob` itself and not yet known: it is made only when a delta names the text as its
+        base (or `chain_hash` asks), so a history stored whole is opened without hashing a byte."""
+        opened = self._opened if self._remember else None
+        if opened is not None:
+            held = opened.get(version)
+            if held is not None and held[0] == blob:
+                return held[1], held[2]
 
         def base(at: int, named: bytes) -> bytes:
             # The version before, from what was opened or through `fetch`: opened (so a swapped row
             # fails as any altered text does) and then held to the hash this delta's header names.
-            held = self._opened.get(at) if self._remember else None
+            held = None if opened is None else opened.get(at)
             if held is not None:
-                text, chain = held[1], held[2]
+                older, text, chain = held
             else:
-                older = None if fetch is None else fetch(at)
-                if older is None:  # (an old-format one fails to open below: a delta's base is always v2)
+                fetched = None if fetch is None else fetch(at)
+                if fetched is None:  # (an old-format one fails to open below: a delta's base is always v2)
                     raise ValueError("the base of this delta is missing or not the version it names")
+                older = fetched
                 text, chain = self._open(older, at, False, fetch)
-            if chain != named:
+            if (chain or self._sha256(older).digest()) != named:
                 raise ValueError("the base of this delta is missing or not the version it names")
             return text
 
-        place = file_place(self._workspace_id, self._path, version)
+        place = self._place + str(version).encode()
         data, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
         if original is None:
-            import hashlib
-
-            original = digest or hashlib.sha256(blob).digest()
-        if self._remember and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
+            original = digest
+        if opened is not None and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
             self._keep(version, blob, data, original)
         return data, original
+
+
+def _sha256() -> Callable[[bytes], Any]:
+    """hashlib's SHA-256 when this process has loaded hashlib (a server, the frame: OpenSSL's is the
+    fastest on long inputs), else the interpreter's own (`history -p`: loading OpenSSL for hashlib
+    would cost more start-up than it saves on a thousand delta ciphertexts of ~150 bytes)."""
+    import sys
+
+    if "hashlib" not in sys.modules:
+        try:
+            from _sha256 import sha256  # Python 3.11 (3.12 on: _sha2)
+
+            return sha256  # type: ignore[no-any-return]
+        except ImportError:
+            try:
+                from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+
+                return sha256  # type: ignore[no-any-return]
+            except ImportError:
+                pass
+    import hashlib
+
+    return hashlib.sha256
 
 
 def opener(

@@ -243,7 +243,8 @@ def test_a_subprocess_imports_only_what_it_needs(capsys, memframe_home: Path) ->
         "from memframe.cli import main\n"
         "code = main(['history', '-p'])\n"
         "heavy = ('argparse', 'typing', 'dataclasses', 'difflib', 'memframe.service.service', 'memframe.service.db',"
-        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx')\n"
+        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx',"
+        " 'threading', 'hashlib', 'datetime')\n"
         "print('HEAVY', sorted(m for m in heavy if m in sys.modules), code, file=sys.stderr)\n"
     )
     env = {**os.environ, "MEMFRAME_HOME": str(memframe_home)}
@@ -264,3 +265,127 @@ def test_a_large_output_through_an_unbuffered_pipe(capsys, memframe_home: Path) 
     command = [sys.executable, "-u", "-m", "memframe", "history", "-p"]
     done = subprocess.run(command, env=env, capture_output=True, check=True)
     assert done.stdout.decode() == expected and len(done.stdout) > 200_000
+
+
+# --- a history stored as deltas, read a keyframe run at a time --------------------------------
+
+FACTS = "".join(f"- a remembered fact number {n}, with some words around it\n" for n in range(80))
+
+
+def delta_history(home: Path, count: int = 140) -> list[str]:
+    """`count` revisions of workspace "w", each one edit from the last, stored as the saves write
+    them (deltas, a keyframe every KEYFRAME_EVERY); returns the texts."""
+    from bench.data import local_home
+
+    texts = [FACTS]
+    for n in range(1, count):
+        texts.append(texts[-1].replace(f"number {n % 80},", f"number {n % 80} (edit {n}),"))
+    local_home(home, "w", iter(texts), deltas=True)
+    return texts
+
+
+def set_rows(rows: dict[int, bytes]) -> None:
+    """Replace stored ciphertexts of "w"'s memory, as anyone who can write the database might."""
+    from memframe import crypto
+    from memframe.core.types import MEMORY_PATH
+
+    with sqlite3.connect(paths.local_database()) as conn:
+        for version, blob in rows.items():
+            conn.execute(
+                "UPDATE file_versions SET ciphertext = ?, content_hash = ?"
+                " WHERE workspace_id = 'w' AND path = ? AND version = ?",
+                (blob, crypto.content_hash(blob), MEMORY_PATH, version),
+            )
+
+
+def short_patch(limit: int, before: int | None) -> str:
+    from memframe.backend.workspaces import load_key
+
+    snapshot = local_read.open_local_revisions("w", paths.local_database())
+    assert snapshot is not None
+    try:
+        return cli_history.render_patch(
+            snapshot.revisions(load_key("w"), limit=limit + 1, before=before), limit
+        ).decode()
+    finally:
+        snapshot.close()
+
+
+def test_pages_cut_anywhere_in_a_keyframe_run_match_the_full_cli(memframe_home: Path) -> None:
+    texts = delta_history(memframe_home)
+    backend = open_backend("w")
+    try:
+        for limit, before in [(1, None), (3, None), (64, None), (139, None), (1000, None), (1, 2), (1, 65),
+                              (2, 66), (63, 64), (64, 129), (65, 130), (70, 100), (5, 2000)]:  # fmt: skip
+            assert short_patch(limit, before) == cli_history.patch_backend(backend, limit, before).decode()
+    finally:
+        backend.close()
+    assert [r[5] for r in _all_revisions()] == texts[::-1]
+
+
+def _all_revisions() -> list[tuple[int, float, str, str, str, str]]:
+    from memframe.backend.workspaces import load_key
+
+    snapshot = local_read.open_local_revisions("w", paths.local_database())
+    assert snapshot is not None
+    try:
+        return list(snapshot.revisions(load_key("w"), limit=1000))
+    finally:
+        snapshot.close()
+
+
+def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_home: Path, short_path_only) -> None:  # type: ignore[no-untyped-def]
+    from memframe import crypto
+    from memframe.backend.workspaces import load_key
+    from memframe.core.types import MEMORY_PATH
+
+    texts = delta_history(memframe_home, 100)
+    key = load_key("w")
+    # What an old memframe left (versions 1 and 2 sealed v1), then the chain from version 3 on.
+    rows = {v: crypto.seal_v1(key, texts[v - 1], workspace_id="w", path=MEMORY_PATH) for v in (1, 2)}
+    for version in range(3, len(texts) + 1):
+        rows[version] = crypto.seal(
+            key, texts[version - 1], workspace_id="w", path=MEMORY_PATH, version=version,
+            previous=rows[version - 1], previous_text=texts[version - 2],
+        )  # fmt: skip
+    set_rows(rows)
+    assert [r[5] for r in _all_revisions()] == texts[::-1]
+    backend = open_backend("w")
+    try:
+        assert short_patch(1000, None) == cli_history.patch_backend(backend, 1000, None).decode()
+    finally:
+        backend.close()
+    # An old-format text after the chain began is refused, in one line and with no text shown.
+    set_rows({70: crypto.seal_v1(key, texts[69], workspace_id="w", path=MEMORY_PATH)})
+    code, out, err = run(capsys, "history", "-p", "-w", "w", "--limit", "1000")
+    assert (code, out) == (EXIT_ERROR, "") and err.count("\n") == 1 and "format due here" in err
+    assert "remembered" not in err
+
+
+@pytest.mark.parametrize("damage", ["swapped", "missing", "moved"])
+def test_a_delta_whose_base_row_was_changed_fails_in_one_line(
+    capsys, memframe_home: Path, short_path_only, damage
+) -> None:  # type: ignore[no-untyped-def]
+    from memframe import crypto
+    from memframe.backend.workspaces import load_key
+    from memframe.core.types import MEMORY_PATH
+
+    texts = delta_history(memframe_home, 100)
+    key = load_key("w")
+    with sqlite3.connect(paths.local_database()) as conn:
+        stored = dict(conn.execute("SELECT version, ciphertext FROM file_versions WHERE workspace_id = 'w'"))
+    if damage == "swapped":  # a genuine version 80 of another history: same key, same place
+        fork = crypto.seal(key, "- another text\n", workspace_id="w", path=MEMORY_PATH, version=80,
+                           previous=stored[79], previous_text=texts[78])  # fmt: skip
+        set_rows({80: fork})
+    elif damage == "missing":
+        with sqlite3.connect(paths.local_database()) as conn:
+            conn.execute("DELETE FROM file_versions WHERE workspace_id = 'w' AND version = 80")
+    else:  # version 79's row copied over version 80
+        set_rows({80: stored[79]})
+    # Versions 81 … 100 are deltas whose chain runs through 80 (the keyframe before them is 65).
+    code, out, err = run(capsys, "history", "-p", "-w", "w", "--limit", "5")
+    assert (code, out) == (EXIT_ERROR, "") and err.startswith("memframe: ") and err.count("\n") == 1
+    assert "remembered" not in err and "another" not in err
+    # A page that needs nothing of version 80 still opens.
+    assert run(capsys, "history", "-p", "-w", "w", "--limit", "10", "--before", "80")[0] == 0

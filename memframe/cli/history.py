@@ -110,7 +110,7 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
     `revisions` runs newest first and also holds the revision before the oldest one shown,
     unless that one is revision 1.
     """
-    out: list[str] = []
+    out: list[bytes] = []  # encoded piece by piece: a diff is mostly ASCII, which encodes as a copy
     stream = iter(revisions)
     newer = next(stream, None)
     for _ in range(limit):
@@ -122,11 +122,12 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
             from memframe.core.errors import NotFound
 
             raise NotFound(f"There is no revision {version - 1}.")
-        out.append(f"revision {version} · {when(created_at)} · {author} {actor} · {operation}\n")
-        out.append(unified_diff_text(older[5] if older else "", text, f"revision {version - 1}", f"revision {version}"))
-        out.append("\n")
+        diff = unified_diff_text(older[5] if older else "", text, f"revision {version - 1}", f"revision {version}")
+        out.append(f"revision {version} · {when(created_at)} · {author} {actor} · {operation}\n".encode())
+        out.append(diff.encode())
+        out.append(b"\n")
         newer = older
-    return "".join(out).encode()
+    return b"".join(out)
 
 
 def write_out(data: bytes) -> None:

@@ -185,7 +185,7 @@ def _shared_ends(a: str, b: str) -> tuple[int, int, int]:
     lo, hi = 0, shortest
     while hi - lo > 64:
         mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
+        if a.startswith(b[lo:mid], lo):  # a[lo:mid] == b[lo:mid], copying only one side
             lo = mid
         else:
             hi = mid
@@ -205,7 +205,7 @@ def _shared_ends(a: str, b: str) -> tuple[int, int, int]:
             return head, len_a, len_b
         if (
             start + shift >= head
-            and a[start:] == b[start + shift :]
+            and a.endswith(b[start + shift :])  # a[start:] == b[start + shift:]: they are as long
             and (start + shift == head or b[start + shift - 1] == "\n")
         ):
             return head, start, start + shift

@@ -12,16 +12,21 @@ What it reads is what `MemoryService.list_versions` and `get_versions` return fo
 memory document, and it decrypts on this machine; it writes nothing. It imports
 neither the service nor `core.types` (the constants it shares with them are checked
 equal by a test), so that `history -p` starts quickly; `memframe.service` imports
-`MemoryService` only when asked for it, for the same reason.
+`MemoryService` only when asked for it, for the same reason. For the same reason it uses
+`_sqlite3`, the module `sqlite3` is made of (the same connection and error classes).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sqlite3
 
 from memframe import crypto
+
+try:  # the C module itself: the `sqlite3` package around it adds datetime adapters (and datetime's import)
+    import _sqlite3 as sqlite3
+except ImportError:  # pragma: no cover - an interpreter without it
+    import sqlite3  # type: ignore[no-redef]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,11 +60,15 @@ class LocalRevisions:
     def __init__(self, conn: sqlite3.Connection, workspace_id: str) -> None:
         self._conn = conn
         self.workspace_id = workspace_id
+        self._run: dict[int, bytes | None] = {}  # ciphertexts read ahead for a delta's bases
 
     def revisions(self, key: bytes, *, limit: int, before: int | None = None) -> Iterator[Revision]:
         """The memory's revisions newest first (below `before`, at most `limit` of them), each
-        decrypted as it is read: the rows are streamed, never all held at once."""
+        decrypted on the way: the rows stream in newest first and are opened a keyframe run at a
+        time, oldest first, so each delta's base is the text opened just before it (one decrypt per
+        version, and no row read twice). At most one run of rows and texts is held at once."""
         open_blob = crypto.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH, fetch=self._ciphertext)
+        every = crypto.KEYFRAME_EVERY
         try:
             rows = self._conn.execute(
                 "SELECT version, created_at, author, actor, operation, ciphertext FROM file_versions"
@@ -67,24 +76,44 @@ class LocalRevisions:
                 (self.workspace_id, MEMORY_PATH, before if before is not None else 2**62, limit),
             )
             since: int | None = None  # the chain start, from the newest new-format text read
-            for version, created_at, author, actor, operation, blob in rows:
-                header = crypto.header(blob)
-                if header is not None and since is None:
-                    since = header.since
-                legacy = since is None or version < since  # no old-format text after the chain began
-                yield version, created_at, author, actor, operation, open_blob(blob, version, legacy=legacy)
+            run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]] = []
+            start = 0  # the first version of the run being gathered
+            for row in rows:
+                version = row[0]
+                if version < start:
+                    yield from _opened(open_blob, run)
+                    run = []
+                if not run:
+                    start = version - (version - 1) % every
+                if since is None:
+                    header = crypto.header(row[5])
+                    if header is not None:
+                        since = header.since
+                run.append((row, since is None or version < since))  # no old-format text after the chain began
+            yield from _opened(open_blob, run)
         except sqlite3.DatabaseError as exc:
             from memframe.core.errors import Unavailable
 
             raise Unavailable("The memory store could not be read right now.") from exc
 
     def _ciphertext(self, version: int) -> bytes | None:
-        """One version's ciphertext: what a delta (payload encoding 2) is opened against."""
-        row = self._conn.execute(
-            "SELECT ciphertext FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
-            (self.workspace_id, MEMORY_PATH, version),
-        ).fetchone()
-        return None if row is None else row[0]  # type: ignore[no-any-return]
+        """One version's ciphertext: what a delta (payload encoding 2) is opened against.
+
+        A delta's bases are asked for newest first, down to the keyframe before them, so a miss
+        reads that whole run (from its keyframe up to `version`) in one statement, and the rest of
+        the walk is answered from it: one query per run of versions, not one per version."""
+        run = self._run
+        if version in run:
+            return run.pop(version)
+        start = version - (version - 1) % crypto.KEYFRAME_EVERY
+        self._run = run = dict(
+            self._conn.execute(
+                "SELECT version, ciphertext FROM file_versions"
+                " WHERE workspace_id = ? AND path = ? AND version >= ? AND version <= ?",
+                (self.workspace_id, MEMORY_PATH, start, version),
+            )
+        )
+        return run.pop(version, None)
 
     def close(self) -> None:
         try:
@@ -92,6 +121,16 @@ class LocalRevisions:
                 self._conn.execute("COMMIT")
         finally:
             self._conn.close()
+
+
+def _opened(
+    open_blob: crypto.Opener, run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]]
+) -> Iterator[Revision]:
+    """A run of rows (newest first, each with whether an old-format text may open there) with their
+    texts, opened oldest first and shown newest first."""
+    texts = [open_blob(row[5], row[0], legacy=legacy) for row, legacy in reversed(run)]
+    for (row, _), text in zip(run, reversed(texts), strict=True):
+        yield row[0], row[1], row[2], row[3], row[4], text
 
 
 def open_local_revisions(workspace_id: str, db: Path) -> LocalRevisions | None:
