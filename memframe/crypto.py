@@ -91,6 +91,7 @@ RAW, ZLIB, DELTA, RESEAL = 0, 1, 2, 3
 #: A full (non-delta) version at least this often: no read walks further back than this.
 KEYFRAME_EVERY = 64
 _DELTA_HEAD = struct.Struct(">IIIB")
+_GRAM = struct.Struct("=Q")  # a text's 8-byte window as `memoryview.cast("Q")` reads it (`TextGrams`)
 _MAX_U32 = 2**32 - 1
 _HEADER = struct.Struct(">4sII32s")
 #: Texts shorter than this are never worth compressing (zlib's own overhead is ~11 bytes).
@@ -232,11 +233,12 @@ def _seal_v2(
     previous: bytes = NO_PREVIOUS,
     delta: tuple[int, bytes] | None = None,
     original: bytes | None = None,
+    grams: TextGrams | None = None,
 ) -> bytes:
     data = text.encode("utf-8")
     if len(data) > _MAX_U32 or not 0 <= since <= _MAX_U32 or len(previous) != HASH_BYTES:
         raise ValueError("cannot seal this text")
-    payload, encoding = _payload(data, delta)
+    payload, encoding = _payload(data, delta, grams)
     if original is not None:  # a re-seal: the original's hash, then the payload as it would be
         if len(original) != HASH_BYTES:
             raise ValueError("cannot seal this text")
@@ -246,20 +248,103 @@ def _seal_v2(
     return head + nonce + aead(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
 
 
-def _payload(data: bytes, delta: tuple[int, bytes] | None) -> tuple[bytes, int]:
-    """The smallest of raw, zlib and (given a base) a delta: (payload, encoding)."""
+def _payload(data: bytes, delta: tuple[int, bytes] | None, grams: TextGrams | None = None) -> tuple[bytes, int]:
+    """The smallest of raw, zlib and (given a base) a delta: (payload, encoding).
+
+    With `grams` (what a client keeps of the base's text, see `TextGrams`), the whole text is not
+    compressed when the delta is provably smaller than any zlib of it could be: the choice is the
+    very one compressing it would make (a delta smaller than zlib, and still only where it is
+    smaller than the text), for a small fraction of the work."""
     payload, encoding = data, RAW
-    if len(data) >= _COMPRESS_FROM:
+    edit = None
+    floor = 0  # no zlib of `data` is shorter than this
+    if delta is not None:
+        edit = _delta(delta[0], delta[1], data)
+        if grams is not None:
+            _, prefix, suffix, _ = _DELTA_HEAD.unpack_from(edit)
+            floor = grams.follow(delta[1], data, prefix, suffix)
+    if len(data) >= _COMPRESS_FROM and (edit is None or len(edit) >= floor):
         import zlib
 
         packed = zlib.compress(data, 6)
         if len(packed) < len(data):
             payload, encoding = packed, ZLIB
-    if delta is not None:
-        edit = _delta(delta[0], delta[1], data)
-        if len(edit) < len(payload):
-            payload, encoding = edit, DELTA
+    if edit is not None and len(edit) < len(payload):
+        payload, encoding = edit, DELTA
     return payload, encoding
+
+
+class TextGrams:
+    """The distinct 8-byte windows of one text, counted, and kept up to date as the text is edited
+    (`follow`), for a floor under the size of any zlib of it, without compressing it.
+
+    The floor: zlib is a 2-byte header, deflate, and a 4-byte Adler-32. Deflate writes the text as
+    literals and matches (a copy of up to 258 earlier bytes); each literal costs at least one bit and
+    each match at least two (a length code, and a distance code, which RFC 1951 spends one bit on even
+    when it is the only one), in fixed, dynamic and stored blocks alike (a stored byte costs eight).
+    A window of Q bytes seen for the first time cannot lie inside one match (a match copies what
+    came before), so its last byte is a literal or one of the first Q - 1 bytes of a match: with D
+    distinct windows, D <= literals + (Q - 1) * matches, so the bits are at least 2 * D / (Q - 1).
+    For an 8 KiB memory that floor is 150-350 bytes, where the delta of an edit is 30-150 and zlib
+    itself 2-4 KB. A client keeps one for the text it last sealed or read, updating only the
+    windows an edit touches; it holds fragments of plaintext, in this process's memory only."""
+
+    Q = 8
+    __slots__ = ("_counts", "_lock", "data")
+
+    def __init__(self) -> None:
+        import threading
+
+        self.data: bytes | None = None  # the text counted (None: none yet)
+        self._counts: dict[int, int] = {}
+        self._lock = threading.Lock()  # the frame's workers may save at once: the counts are never shared
+
+    def follow(self, base: bytes, data: bytes, prefix: int | None = None, suffix: int | None = None) -> int:
+        """Count `data`, the text `base` became (`prefix` and `suffix`: the bytes they share at each
+        end, found if not given), and return the floor of any zlib of it (0 if busy elsewhere)."""
+        if not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            if self.data != base:
+                self._count_all(data)
+            else:
+                if prefix is None or suffix is None:
+                    prefix = _common_prefix(base, data)
+                    limit = min(len(base), len(data)) - prefix
+                    suffix = _common_prefix(base[::-1][:limit], data[::-1][:limit])
+                self._recount(base, data, prefix, suffix)
+            self.data = data
+            bits = (2 * len(self._counts) + self.Q - 2) // (self.Q - 1)
+            return 6 + (bits + 7) // 8
+        finally:
+            self._lock.release()
+
+    def _count_all(self, data: bytes) -> None:
+        from collections import Counter
+
+        counts: Counter[int] = Counter()
+        view = memoryview(data)
+        for start in range(self.Q):  # the windows at start, start + Q, …: one native-order u64 each
+            whole = (len(data) - start) // self.Q
+            if whole > 0:
+                counts.update(view[start : start + whole * self.Q].cast("Q").tolist())
+        self._counts = dict(counts)
+
+    def _recount(self, base: bytes, data: bytes, prefix: int, suffix: int) -> None:
+        """Only the windows that overlap the edited middle change; those inside the shared prefix or
+        suffix are in both texts."""
+        counts, q, word = self._counts, self.Q, _GRAM.unpack_from
+        first = max(0, prefix - q + 1)
+        for at in range(first, min(len(base) - q, len(base) - suffix - 1) + 1):
+            (gram,) = word(base, at)
+            left = counts[gram] - 1
+            if left:
+                counts[gram] = left
+            else:
+                del counts[gram]
+        for at in range(first, min(len(data) - q, len(data) - suffix - 1) + 1):
+            (gram,) = word(data, at)
+            counts[gram] = counts.get(gram, 0) + 1
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -304,6 +389,7 @@ def seal(
     previous: bytes | None = None,
     since: int | None = None,
     previous_text: str | None = None,
+    grams: TextGrams | None = None,
 ) -> bytes:
     """Seal `text` as `version` of `path`, chained onto `previous`, the ciphertext it follows.
 
@@ -312,7 +398,9 @@ def seal(
     to), the version may be sealed as a delta against it, when that is smaller and `version` is
     not a keyframe; its readers then need `opener(fetch=…)`. An empty `previous_text` (a Clear's
     revision) is never a base: the version after a Clear is whole, so no chain reaches past it.
-    The result is all the server ever stores.
+    `grams` (kept by a client across its saves of `path`) spares compressing the whole text where a
+    delta is sure to be smaller (`_payload`); it then counts `text`. The result is all the server
+    ever stores.
     """
     if version < 1:
         raise ValueError("versions start at 1")
@@ -320,7 +408,11 @@ def seal(
     delta = None
     if previous is not None and previous_text and not keyframe(version) and header(previous):
         delta = (version - 1, previous_text.encode("utf-8"))
-    return _seal_v2(key, text, file_place(workspace_id, path, version), since=first, previous=prev, delta=delta)
+    elif grams is not None and previous_text:  # a keyframe: sealed whole, but the next one follows it
+        grams.follow(previous_text.encode("utf-8"), text.encode("utf-8"))
+    return _seal_v2(
+        key, text, file_place(workspace_id, path, version), since=first, previous=prev, delta=delta, grams=grams
+    )
 
 
 def reseal(

@@ -76,6 +76,9 @@ class SealedBackend:
         # version chains onto the ciphertext and is sealed as a delta against the text.
         self._heads: dict[str, tuple[int, bytes | None, str]] = {}
         self._openers: dict[str, crypto.Opener] = {}
+        # Per path, the windows of the text last sealed (`crypto.TextGrams`): from a client's second
+        # save of a path on, a small edit is sealed as a delta without compressing the whole text.
+        self._grams: dict[str, crypto.TextGrams | None] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -165,6 +168,9 @@ class SealedBackend:
             if held is not None and held[0] == base_version:
                 previous, previous_text = held[1], held[2]
         seen = self.seen.get(path)
+        grams = self._grams.get(path)
+        if path not in self._grams:  # a one-off save (the CLI's) does not pay for counting
+            self._grams[path] = crypto.TextGrams()
         return crypto.seal(
             self._key,
             text,
@@ -174,6 +180,7 @@ class SealedBackend:
             previous=previous,
             since=None if seen is None else seen.since,
             previous_text=previous_text,
+            grams=grams,
         )
 
     def _put(self, path: str, blob: bytes, base_version: int, text: str, **kwargs: object) -> VersionInfo:

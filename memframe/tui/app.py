@@ -80,14 +80,19 @@ class MemoryFrameApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         if self.settings is None:
             return
-        from memframe.tui.keys import unknown_ids
-
-        if unknown := unknown_ids(self.settings.keymap):
-            self.notify(f"The keymap in {self.settings.config_file} names no binding: {', '.join(unknown)}. "
-                        f"{key_of(self, 'help')} lists every binding id.", severity="warning", timeout=10)  # fmt: skip
+        if self.settings.keymap:  # checked after the first paint: it loads every screen to know their ids
+            self.call_after_refresh(self._check_keymap)
         if self.settings.theme and self.settings.theme not in self.available_themes:
             self.notify(f"The theme {self.settings.theme!r} in {self.settings.config_file} is not known; "
                         "ctrl+p lists the themes.", severity="warning", timeout=10)  # fmt: skip
+
+    def _check_keymap(self) -> None:
+        from memframe.tui.keys import unknown_ids
+
+        assert self.settings is not None
+        if unknown := unknown_ids(self.settings.keymap):
+            self.notify(f"The keymap in {self.settings.config_file} names no binding: {', '.join(unknown)}. "
+                        f"{key_of(self, 'help')} lists every binding id.", severity="warning", timeout=10)  # fmt: skip
 
     # --- help, and remembering the theme ---------------------------------------------------------
 

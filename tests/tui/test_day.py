@@ -159,6 +159,39 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
     assert unknown_ids({"save": "x", "sav": "y"}) == ["memframe.sav"]
 
 
+def test_a_keymap_id_no_binding_has_is_said_once_the_frame_is_up(stage: Stage, memframe_home: Path) -> None:
+    """Checked after the first paint (it loads every screen to know their ids), but still said."""
+    stage.other.save(TEXT, 0)
+    app = stage.app(settings=frame_settings('[keymap]\nsav = "f9"\n', memframe_home))
+    notes: list[str] = []
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        notes.extend(str(n.message) for n in app._notifications)
+
+    drive(app, script)
+    assert [n for n in notes if "names no binding" in n and "memframe.sav" in n], notes
+
+
+def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        footer = app.screen.query_one(KeyFooter)
+        before = list(footer.query(FooterKey))
+        app.screen.refresh_bindings()  # the same keys: kept as they are
+        await settle(pilot)
+        assert list(footer.query(FooterKey)) == before
+        app.set_keymap({"memframe.changes": "f8"})  # another key shown: made again, showing it
+        await settle(pilot)
+        after = list(footer.query(FooterKey))
+        assert after != before and any(key.key == "f8" for key in after)
+
+    drive(app, script)
+
+
 def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Path) -> None:
     """A remapped key is the key every message names: the conflict hint, the failed Save's way out,
     the Assistant's AI switch, a dialog's own keys."""

@@ -5,8 +5,11 @@ mid-word ("f2 Assis"); everything a screen offers is in help (F1) and the comman
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from textual.app import ComposeResult
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey  # Textual's own footer item; not exported publicly
 
@@ -17,8 +20,12 @@ FIRST = ("app.help", "help", "app.quit", "quit")
 class KeyFooter(Footer):
     """Textual's Footer, with the frame's Help and Quit keys moved to the front."""
 
+    _composed: Hashable = None  # what the keys shown were made from (`_keys_shown`)
+
     def compose(self) -> ComposeResult:
         self._widths: dict[FooterKey, int] = {}  # each key's width, measured while it was shown
+        self._unmeasured_fits = 0
+        self._composed = self._keys_shown() if self._bindings_ready else None
         widgets = list(super().compose())
         help_binding = getattr(self.app, "help_binding", None)
         if self._bindings_ready and help_binding and not any(getattr(w, "action", None) in FIRST for w in widgets):
@@ -51,3 +58,39 @@ class KeyFooter(Footer):
             width = self._widths.get(key, 0)
             used += width
             key.display = used <= room or not width
+        if any(not self._widths.get(key) for key in keys) and self._unmeasured_fits < 20:
+            self._unmeasured_fits += 1  # not laid out yet: fit again once they are
+            self.call_after_refresh(self._fit)
+
+    def bindings_changed(self, screen: Screen) -> None:
+        """Make the keys again only when what they show changed. Textual's footer makes every key
+        anew whenever the bindings are refreshed (a focus change, a widget made read-only or
+        editable), a restyle of each key that cost the frame a good part of its memory's first
+        paint, and gave the same footer."""
+        if self._bindings_ready and self._composed is not None and self._keys_shown() == self._composed:
+            if self.is_attached and screen is self.screen:
+                self.call_after_refresh(self._fit)  # as after a recompose: the keys may be measured only now
+            return
+        super().bindings_changed(screen)
+
+    def _keys_shown(self) -> Hashable:
+        """Everything `compose` makes the keys from: each shown binding as displayed, enabled or
+        not, its group, the command palette's key, and the Help key a dialog's footer adds."""
+        app = self.app
+        active = self.screen.active_bindings
+        shown = tuple(
+            (binding.key, app.get_key_display(binding), binding.description, binding.action, enabled, tooltip,
+             None if binding.group is None else (binding.group.description, binding.group.compact))
+            for (_node, binding, enabled, tooltip) in active.values()
+            if binding.show
+        )  # fmt: skip
+        palette = active.get(app.COMMAND_PALETTE_BINDING)
+        help_binding = getattr(app, "help_binding", None)
+        helper = help_binding() if help_binding else None
+        return (
+            shown,
+            self.show_command_palette and app.ENABLE_COMMAND_PALETTE,
+            None if palette is None else (palette[1].key, app.get_key_display(palette[1]), palette[1].description,
+                                          palette[1].tooltip, palette[2]),
+            None if helper is None else (helper.key, app.get_key_display(helper), helper.description, helper.tooltip),
+        )  # fmt: skip
