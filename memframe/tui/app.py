@@ -31,6 +31,7 @@ from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
 
 if TYPE_CHECKING:  # the side screens load when first opened; only their messages' names are used here
+    from memframe.tui import calls
     from memframe.tui.screens.assistant import AssistantScreen
     from memframe.tui.screens.proposals import ProposalsScreen
 
@@ -67,9 +68,34 @@ class MemoryFrameApp(App[int]):
         save_state = getattr(backend, "save_state", None) or SaveState()
         self.state = DocumentState(save_state, backend.workspace_id, backend.location)
         self.state.key = partial(key_of, self)
-        self._screen_options = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink,
-                                "poll_seconds": poll_seconds}  # fmt: skip
+        self._screen_options: dict[str, object] = {"clock": clock, "syntax": syntax, "cursor_blink": cursor_blink,
+                                                   "poll_seconds": poll_seconds}  # fmt: skip
         self.sub_title = f"Memory · {backend.workspace_id}"
+
+    def start_first_load(self) -> None:
+        """Begin reading the memory now, on a thread of its own, before the app starts running.
+
+        Opening the store, reading the head and opening its text then overlap Textual's own start
+        (its imports, the driver, the first compose) instead of waiting for the main screen to mount,
+        so the memory is on screen sooner; the main screen's first load takes this read's outcome
+        instead of making its own (errors and all, as `calls.load` reports them). For a process that
+        is the frame (`run_frame`): tests mount the screen and let it read as before.
+        """
+        import threading
+        from concurrent.futures import Future
+
+        first: Future[calls.LoadOutcome] = Future()
+
+        def read() -> None:
+            try:
+                from memframe.tui import calls  # here, on the thread: its imports overlap Textual's start too
+
+                first.set_result(calls.load(self.backend))
+            except BaseException as exc:  # the screen's load worker raises it, and says so, as before
+                first.set_exception(exc)
+
+        threading.Thread(target=read, name="memframe-first-load", daemon=True).start()
+        self._screen_options["first_load"] = first
 
     def get_default_screen(self) -> Screen:
         return MemoryScreen(self.backend, self.state, **self._screen_options)  # type: ignore[arg-type]
@@ -202,6 +228,7 @@ def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
 
     app = build_app(backend, poll_seconds=poll_seconds, settings=current())
     app.owns_process = True
+    app.start_first_load()
     freeze_heap()  # everything imported so far lives as long as the process
     try:
         app.run()

@@ -3,6 +3,7 @@ that persist, the status bar at 60 columns, and Changes over a long history. Sta
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.widgets.footer import KeyFooter
-from memframe.tui.widgets.status import StatusBar
+from memframe.tui.widgets.status import MessageLine, StatusBar
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, append, open_changes, settle
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, settle
 
 README = Path(__file__).parents[2] / "README.md"
 
@@ -434,5 +435,81 @@ def test_changes_search_can_be_cancelled(stage: Stage) -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, MemoryScreen)
+
+    drive(app, script)
+
+
+# --- the first load, begun before the app runs ---------------------------------------------------
+
+
+class CountingLoads:
+    """The stage's backend, counting `load` calls (and optionally holding the first one)."""
+
+    def __init__(self, backend: Any, hold: threading.Event | None = None) -> None:
+        self._backend = backend
+        self.loads = 0
+        self.hold = hold
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def load(self) -> Any:
+        self.loads += 1
+        if self.hold is not None:
+            assert self.hold.wait(10)
+        return self._backend.load()
+
+
+def test_the_first_load_begun_before_the_app_runs_is_the_one_shown(stage: Stage) -> None:
+    """`run_frame` starts reading the memory before Textual starts: the screen shows that read's
+    outcome and makes no second one; a Reload afterwards reads again."""
+    stage.other.save(TEXT, 0)
+    backend = CountingLoads(stage.frame)
+    app = stage.app(backend)
+    app.start_first_load()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        assert main_screen(pilot).editor.text == TEXT
+        assert backend.loads == 1
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert backend.loads == 2
+
+    drive(app, script)
+
+
+def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    backend = CountingLoads(stage.frame, hold=threading.Event())
+    app = stage.app(backend)
+    app.start_first_load()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = main_screen(pilot)
+        assert not screen.state.loaded  # still reading: the screen says so and waits for it
+        assert backend.hold is not None
+        backend.hold.set()
+        await settle(pilot)
+        assert screen.editor.text == TEXT and backend.loads == 1
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.pause()
+            await script(pilot)
+
+    asyncio.run(main())
+
+
+def test_a_first_load_that_fails_is_said_as_any_failed_load_is(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.frame.down = True
+    app = stage.app()
+    app.start_first_load()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        shown = " ".join(str(w.render()) for w in pilot.app.screen.query(MessageLine))
+        assert "offline" in shown or "cannot be reached" in shown, shown
 
     drive(app, script)

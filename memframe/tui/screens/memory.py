@@ -37,6 +37,8 @@ from memframe.tui.widgets.status import MessageLine, SizeWarning, StatusBar
 # What the first paint does not need (the backend calls, the dialogs, applying a proposal) is imported
 # where it is first used: on a worker thread, or in a flow the person started.
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from memframe.core.turns import Proposal
     from memframe.tui import calls
 
@@ -71,10 +73,12 @@ class MemoryScreen(Screen[None]):
 
     def __init__(
         self, backend: Backend, state: DocumentState, *, clock: Callable[[], float], syntax: bool | None = None,
-        cursor_blink: bool = True, poll_seconds: float = 0.0,
+        cursor_blink: bool = True, poll_seconds: float = 0.0, first_load: Future[calls.LoadOutcome] | None = None,
     ) -> None:  # fmt: skip
         super().__init__()
         self.backend = backend
+        #: The first read of the memory, when whoever made the screen started it already (`run_frame`).
+        self._first_load = first_load
         #: How often the head poll looks for changes made elsewhere (0: never; `flows.notice`).
         self.poll_seconds = poll_seconds
         self.poll_timer: Timer | None = None
@@ -147,14 +151,18 @@ class MemoryScreen(Screen[None]):
     async def read_memory(self, *, keep_edits: bool = False) -> calls.LoadOutcome:
         ticket = self.tickets.issue()
         reply = self.tickets.wait(ticket)
-        self._load_worker(ticket, keep_edits)
+        started, self._first_load = self._first_load, None  # only ever the first read
+        self._load_worker(ticket, keep_edits, started)
         return await reply  # type: ignore[no-any-return]
 
     @work(thread=True, group="io", exit_on_error=False)
-    def _load_worker(self, ticket: int, keep_edits: bool = False) -> None:
+    def _load_worker(
+        self, ticket: int, keep_edits: bool = False, started: Future[calls.LoadOutcome] | None = None
+    ) -> None:
         from memframe.tui import calls
 
-        self.post_message(Loaded(ticket, calls.load(self.backend), keep_edits=keep_edits))
+        outcome = started.result() if started is not None else calls.load(self.backend)
+        self.post_message(Loaded(ticket, outcome, keep_edits=keep_edits))
 
     def on_loaded(self, message: Loaded) -> None:
         outcome = message.outcome
