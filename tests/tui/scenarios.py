@@ -305,8 +305,17 @@ def _seed_assistant_oversized(stage: Stage) -> None:
 
 async def ask(pilot: Pilot[Any], message: str) -> None:
     """Send a message from the Assistant pane, as typing it and pressing enter would, and wait for the answer."""
-    pilot.app.screen.query_one(Input).value = message
+    screen = pilot.app.screen
+    asked = len(getattr(screen, "exchanges", ()))
+    screen.query_one(Input).value = message
     await pilot.press("enter")
+    # The send's worker starts only once the exchange is on screen (an awaited mount), so on a loaded
+    # machine `settle` could look twice before there is anything to wait for: wait for the exchange
+    # to be there and answered first.
+    for _ in range(1000):
+        if len(getattr(screen, "exchanges", ())) > asked and not getattr(screen, "sending", False):
+            break
+        await pilot.pause(0.01)
     await settle(pilot)
 
 
