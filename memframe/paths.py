@@ -37,7 +37,7 @@ def local_database_location() -> str:
     """`str(local_database())`, without making a Path."""
     from memframe import settings
 
-    return settings._join(settings.current().home_dir, "memframe.db")
+    return settings.join_location(settings.current().home_dir, "memframe.db")
 
 
 def _workspace_id_ok(workspace_id: str) -> bool:
@@ -82,7 +82,7 @@ def key_file_location(workspace_id: str, remote_url: str | None = None) -> str:
     """`str(key_file(workspace_id, remote_url))`, without making a Path."""
     from memframe import settings
 
-    folder = settings._join(settings.current().home_dir, "keys")
+    folder = settings.join_location(settings.current().home_dir, "keys")
     return f"{folder}/{key_scope(remote_url)}/{check_workspace_id(workspace_id)}.key"
 
 

@@ -192,8 +192,8 @@ def _location(location: str) -> str:
     return str(_path(location).expanduser())
 
 
-def _join(folder: str, name: str) -> str:
-    """`str(Path(folder) / name)` for a `folder` that is `str()` of a Path already."""
+def join_location(folder: str, name: str) -> str:
+    """`str(Path(folder) / name)` for a `folder` that is `str()` of a Path already (`Settings.home_dir`)."""
     if folder == ".":
         return name
     return folder + name if folder.endswith("/") else f"{folder}/{name}"
@@ -206,7 +206,7 @@ def _config_location(environ: Mapping[str, str]) -> str:
         return _location(named)
     home = environ.get("MEMFRAME_HOME")
     if home:
-        return _join(_location(home), CONFIG_NAME)
+        return join_location(_location(home), CONFIG_NAME)
     from platformdirs import user_config_dir
 
     return str(_path(user_config_dir("memframe", appauthor=False)) / CONFIG_NAME)
