@@ -7,8 +7,6 @@ and opening versions is `crypto`'s; this module only carries the key itself.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
 
 from memframe.crypto import KEY_BYTES, NONCE_BYTES, aead, key_fingerprint
@@ -50,7 +48,25 @@ def check_export_passphrase(passphrase: str) -> None:
 
 
 def _b64(data: bytes) -> str:
+    import base64
+
     return base64.b64encode(data).decode("ascii")
+
+
+_B64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _b64decode(text: str) -> bytes:
+    """`base64.b64decode(text, validate=True)`; the base64 module imports `re` (for this check), so
+    a well-formed value is checked by hand and decoded by binascii, and anything else goes to it."""
+    body = text[:-2] if text.endswith("==") else text[:-1] if text.endswith("=") else text
+    if text.isascii() and _B64_CHARS.issuperset(body):
+        import binascii
+
+        return binascii.a2b_base64(text, strict_mode=True)
+    import base64
+
+    return base64.b64decode(text, validate=True)
 
 
 def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None) -> bytes:
@@ -67,6 +83,8 @@ def encode_key_file(key: bytes, workspace_id: str, passphrase: str | None = None
         doc.update(kdf="scrypt", n=_SCRYPT_N, salt=_b64(salt), nonce=_b64(nonce), wrapped=_b64(wrapped))
     else:
         doc.update(key=_b64(key))
+    import json
+
     return (json.dumps(doc, indent=2) + "\n").encode()
 
 
@@ -91,8 +109,45 @@ def decode_key_file(
     return key
 
 
+#: What may stand in a string of a file `_as_written` reads: JSON gives it back unchanged.
+_PLAIN_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=._:-")
+
+
+def _as_written(raw: bytes) -> dict[str, str] | None:
+    """`json.loads(raw)` for a file laid out exactly as `encode_key_file` writes a raw key (string
+    values of plain characters, two-space indent), without importing json (and `re`, which json
+    imports): `history -p` reads a key on its short path. None for any other file: json reads it."""
+    lines = raw.split(b"\n")
+    if len(lines) < 3 or lines[0] != b"{" or lines[-2:] != [b"}", b""]:
+        return None
+    doc: dict[str, str] = {}
+    last = len(lines) - 4  # the last name: no comma after it
+    for at, line in enumerate(lines[1:-2]):
+        if at != last:
+            if not line.endswith(b","):
+                return None
+            line = line[:-1]
+        name, sep, value = line.partition(b'": "')
+        if not sep or not name.startswith(b'  "') or not value.endswith(b'"'):
+            return None
+        name, value = name[3:], value[:-1]
+        if not (_PLAIN_CHARS.issuperset(name) and _PLAIN_CHARS.issuperset(value)):
+            return None
+        doc[name.decode("ascii")] = value.decode("ascii")
+    return doc
+
+
+def _loads(raw: bytes) -> object:
+    doc = _as_written(raw)
+    if doc is not None:
+        return doc
+    import json
+
+    return json.loads(raw)
+
+
 def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_workspace: str | None) -> bytes:
-    doc = json.loads(raw)
+    doc = _loads(raw)
     if doc.get("format") != _KEYFILE_FORMAT:
         raise ValueError
     workspace = str(doc["workspace"])
@@ -103,14 +158,14 @@ def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_wor
             f"The {source} holds the key of workspace {workspace!r}, not {expected_workspace!r}; nothing was imported."
         )
     if "key" in doc:
-        return base64.b64decode(doc["key"], validate=True)
+        return _b64decode(doc["key"])
     if not passphrase:
         from memframe.core.errors import KeyFileError
 
         raise KeyFileError(f"The {source} is protected by a passphrase; none was given.")
-    salt = base64.b64decode(doc["salt"], validate=True)
-    nonce = base64.b64decode(doc["nonce"], validate=True)
-    wrapped = base64.b64decode(doc["wrapped"], validate=True)
+    salt = _b64decode(doc["salt"])
+    nonce = _b64decode(doc["nonce"])
+    wrapped = _b64decode(doc["wrapped"])
     from cryptography.exceptions import InvalidTag
 
     try:
@@ -124,6 +179,6 @@ def _key_from_file(raw: bytes, passphrase: str | None, source: str, expected_wor
 
 def key_file_is_wrapped(raw: bytes) -> bool:
     try:
-        return "wrapped" in json.loads(raw)
+        return "wrapped" in _loads(raw)  # type: ignore[operator]
     except ValueError:
         return False

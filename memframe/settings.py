@@ -37,18 +37,20 @@ line naming the file and the problem.
 Start-up stays light: this module imports only `os` and `types` at the top (the
 fast `history -p` path loads it), TOML is parsed only when the file exists, and
 `Settings` is a hand-written frozen record because `dataclasses` would import
-`inspect` on that path.
+`inspect` on that path. Nor does that path import `pathlib` (with `fnmatch`, `re` and
+`urllib.parse` behind it, a third of its start-up): the folders are read as strings, and a
+`Path` is made the first time a caller asks for `home` or `config_file`.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from types import MappingProxyType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
     from typing import Any
 
 CONFIG_NAME = "config.toml"
@@ -59,7 +61,8 @@ DEFAULT_MODEL_NAME = "default"
 class Settings:
     """What memframe runs with, resolved once from the environment and the config file; frozen.
 
-    - `home`: where the database and key files live; `home_from_env` says it came from `$MEMFRAME_HOME`.
+    - `home`: where the database and key files live; `home_from_env` says it came from `$MEMFRAME_HOME`;
+      `home_dir` is the same folder as a string (`str(home)`), for callers that need no `Path`.
     - `config_file`: the config file looked at (it may not exist).
     - `workspace`: the default workspace name.
     - `remote_url`, `token`: a memframe server and its bearer token (None: the local embedded workspace).
@@ -73,7 +76,8 @@ class Settings:
     - `theme`, `keymap`: the frame's look and its key bindings (binding id -> keys).
     """
 
-    __slots__ = (
+    #: The fields, in the order `repr` shows them.
+    _FIELDS = (
         "config_file",
         "db",
         "export_passphrase",
@@ -94,10 +98,11 @@ class Settings:
         "token",
         "workspace",
     )
+    # `home` and `config_file` are kept as strings (or as the Paths given) and made Paths when read.
+    __slots__ = (*(n for n in _FIELDS if n not in ("home", "config_file")), "_config_file", "_home", "home_dir")
 
-    home: Path
+    home_dir: str
     home_from_env: bool
-    config_file: Path
     workspace: str
     remote_url: str | None
     token: str | None
@@ -116,12 +121,33 @@ class Settings:
     keymap: Mapping[str, str]
 
     def __init__(self, **values: Any) -> None:
-        unknown = set(values) - set(self.__slots__)
-        missing = set(self.__slots__) - set(values)
+        """`home` and `config_file` may be given as a `Path` or as a path string."""
+        unknown = set(values) - set(self._FIELDS)
+        missing = set(self._FIELDS) - set(values)
         if unknown or missing:
             raise TypeError(f"Settings: unknown {sorted(unknown)}, missing {sorted(missing)}")
         for name, value in values.items():
+            if name in ("home", "config_file"):
+                name = "_" + name
+                if name == "_home":
+                    object.__setattr__(self, "home_dir", os.fspath(value))
             object.__setattr__(self, name, value)
+
+    @property
+    def home(self) -> Path:
+        home = self._home
+        if isinstance(home, str):
+            home = _path(home)
+            object.__setattr__(self, "_home", home)
+        return home
+
+    @property
+    def config_file(self) -> Path:
+        config_file = self._config_file
+        if isinstance(config_file, str):
+            config_file = _path(config_file)
+            object.__setattr__(self, "_config_file", config_file)
+        return config_file
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Settings are frozen; cannot set {name!r}")
@@ -129,42 +155,81 @@ class Settings:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Settings):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
 
     __hash__ = None  # type: ignore[assignment]  # keymap is a mapping
 
     def __repr__(self) -> str:
         secret = {"token", "passphrase", "export_passphrase", "model_key", "keysessions_credential"}
-        shown = (f"{n}={'***' if n in secret and getattr(self, n) else repr(getattr(self, n))}" for n in self.__slots__)
+        shown = (f"{n}={'***' if n in secret and getattr(self, n) else repr(getattr(self, n))}" for n in self._FIELDS)
         return f"Settings({', '.join(shown)})"
+
+
+def _path(location: str) -> Path:
+    from pathlib import Path
+
+    return Path(location)
+
+
+def _plain(location: str) -> bool:
+    """Whether `Path(location)` (after `expanduser`) is `location` itself, so the string can stand in
+    for the Path: no `~`, no empty or `.` component, no trailing slash. Anything else takes pathlib."""
+    return bool(location) and not (
+        location[0] == "~"
+        or location.endswith(("/", "/."))
+        or location.startswith("./")
+        or location == "."
+        or "//" in location
+        or "/./" in location
+        or os.sep != "/"
+    )
+
+
+def _location(location: str) -> str:
+    """`str(Path(location).expanduser())`, without importing pathlib when the string is plain already."""
+    if _plain(location):
+        return location
+    return str(_path(location).expanduser())
+
+
+def join_location(folder: str, name: str) -> str:
+    """`str(Path(folder) / name)` for a `folder` that is `str()` of a Path already (`Settings.home_dir`)."""
+    if folder == ".":
+        return name
+    return folder + name if folder.endswith("/") else f"{folder}/{name}"
+
+
+def _config_location(environ: Mapping[str, str]) -> str:
+    """`config_path(environ)` as a string."""
+    named = environ.get("MEMFRAME_CONFIG")
+    if named:
+        return _location(named)
+    home = environ.get("MEMFRAME_HOME")
+    if home:
+        return join_location(_location(home), CONFIG_NAME)
+    from platformdirs import user_config_dir
+
+    return str(_path(user_config_dir("memframe", appauthor=False)) / CONFIG_NAME)
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
     """`$MEMFRAME_CONFIG`, else `config.toml` in `$MEMFRAME_HOME`, else in the user's config directory."""
-    named = environ.get("MEMFRAME_CONFIG")
-    if named:
-        return Path(named).expanduser()
-    home = environ.get("MEMFRAME_HOME")
-    if home:
-        return Path(home).expanduser() / CONFIG_NAME
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir("memframe", appauthor=False)) / CONFIG_NAME
+    return _path(_config_location(environ))
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the environment (default `os.environ`) and the config file it points at, once."""
     env = os.environ if environ is None else environ
-    config_file = config_path(env)
+    config_file = _config_location(env)
     file = _read_file(config_file, required=bool(env.get("MEMFRAME_CONFIG")))
     model: dict[str, Any] = file.get("model", {})
     home_env = env.get("MEMFRAME_HOME")
     if home_env:
-        home = Path(home_env).expanduser()
+        home = _location(home_env)
     else:
         from platformdirs import user_data_dir
 
-        home = Path(user_data_dir("memframe", appauthor=False))
+        home = str(_path(user_data_dir("memframe", appauthor=False)))
     db = env.get("MEMFRAME_DB")
     return Settings(
         home=home,
@@ -198,7 +263,7 @@ def current() -> Settings:
     global _cache
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFRAME_")))
     try:
-        stamp: object = config_path(os.environ).stat().st_mtime_ns
+        stamp: object = os.stat(_config_location(os.environ)).st_mtime_ns
     except OSError:
         stamp = None
     key = (env, stamp)
@@ -226,10 +291,11 @@ _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def _read_file(path: Path, *, required: bool) -> dict[str, Any]:
+def _read_file(path: str, *, required: bool) -> dict[str, Any]:
     """The file's settings, checked; {} when there is no file (unless `$MEMFRAME_CONFIG` named it)."""
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         if not required:
             return {}
@@ -252,7 +318,7 @@ def _read_file(path: Path, *, required: bool) -> dict[str, Any]:
     return data
 
 
-def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
+def _check(path: str, table: dict[str, Any], known: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
     for name, value in table.items():
         if name not in known:
             raise _invalid(path, f"unknown setting {prefix}{name} (known: {', '.join(prefix + k for k in known)})")
@@ -266,7 +332,7 @@ def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type,
             raise _invalid(path, f"{prefix}{name} must be {wanted}, not {value!r}")
 
 
-def _invalid(path: Path, problem: str) -> Exception:
+def _invalid(path: str | Path, problem: str) -> Exception:
     from memframe.core.errors import InvalidInput
 
     return InvalidInput(f"The config file {path} is not usable: {problem}.")

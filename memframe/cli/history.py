@@ -76,18 +76,34 @@ def patch_local(
     from memframe.service.reads import open_local_revisions
 
     paths.check_workspace_id(workspace_id)
-    snapshot = open_local_revisions(workspace_id, paths.local_database())
+    snapshot = open_local_revisions(workspace_id, paths.local_database_location())
     if snapshot is None:
         return None
     try:
-        from memframe.backend.workspaces import load_key
-
-        key = load_key(workspace_id, prompt=prompt)
+        key = _local_key(workspace_id, prompt)
         out = render_patch(snapshot.revisions(key, limit=limit + 1, before=before), limit)
     finally:
         snapshot.close()
     write_out(out)
     return 0
+
+
+def _local_key(workspace_id: str, prompt: Callable[[str], str] | None) -> bytes:
+    """The local workspace's key, as `backend.workspaces.load_key` reads it. A raw key file is read
+    here, from its location as a string (no pathlib); a wrapped, missing or damaged one is left to
+    `load_key`, which asks for the passphrase or says what is wrong in its own words."""
+    from memframe import keyfiles, paths
+
+    try:
+        with open(paths.key_file_location(workspace_id), "rb") as fh:
+            raw = fh.read()
+        if not keyfiles.key_file_is_wrapped(raw):
+            return keyfiles.decode_key_file(raw)
+    except Exception:  # every failure is load_key's to report, in its words
+        pass
+    from memframe.backend.workspaces import load_key
+
+    return load_key(workspace_id, prompt=prompt)
 
 
 def patch_backend(backend: SealedBackend, limit: int, before: int | None) -> bytes:

@@ -19,7 +19,6 @@ equal by a test), so that `history -p` starts quickly; `memframe.service` import
 from __future__ import annotations
 
 import os
-import re
 
 from memframe import crypto
 
@@ -40,7 +39,8 @@ if TYPE_CHECKING:
 MEMORY_PATH = ".zudotext/memory/MEMORY.md"
 LOCAL_USER = "local"
 #: How `memframe.service.db` names a migration file.
-_MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_MIGRATION_PATTERN = r"^(\d{4})_([a-z0-9_]+)\.sql$"
+_MIGRATION_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 _MIGRATIONS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "migrations")
 
 
@@ -50,8 +50,28 @@ def shipped_migrations() -> set[int] | None:
         names = os.listdir(_MIGRATIONS)
     except OSError:
         return None
-    found = {int(m.group(1)) for m in map(_MIGRATION_RE.match, names) if m}
+    found = set()
+    for name in names:
+        number = _migration_number(name)
+        if number is not None:
+            found.add(number)
     return found or None
+
+
+def _migration_number(name: str) -> int | None:
+    """The number `_MIGRATION_PATTERN` reads in `name`, or None: a usual name is read by hand, and
+    only a `.sql` name it cannot read goes to the pattern (and `re`'s import, which start-up skips)."""
+    if name.endswith(".sql"):
+        if name[:4].isascii() and name[:4].isdigit() and name[4:5] == "_":
+            middle = name[5:-4]
+            if middle and _MIGRATION_NAME_CHARS.issuperset(middle):
+                return int(name[:4])
+    elif not name.endswith(".sql\n"):  # the pattern's `$` also matches before a final newline
+        return None
+    import re
+
+    match = re.match(_MIGRATION_PATTERN, name)
+    return int(match.group(1)) if match else None
 
 
 class LocalRevisions:
@@ -133,12 +153,12 @@ def _opened(
         yield row[0], row[1], row[2], row[3], row[4], text
 
 
-def open_local_revisions(workspace_id: str, db: Path) -> LocalRevisions | None:
+def open_local_revisions(workspace_id: str, db: str | Path) -> LocalRevisions | None:
     """A snapshot of `workspace_id` in the database `db`, or None when only the service should open it.
 
     Raises NotFound, as opening the local backend does, when there is no such workspace.
     """
-    if not db.exists():
+    if not os.path.exists(db):
         return None
     shipped = shipped_migrations()
     if shipped is None:
