@@ -11,6 +11,10 @@ import os
 
 from memframe.crypto import KEY_BYTES, NONCE_BYTES, aead, key_fingerprint
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing itself is not loaded at run time: `history -p` reads key files
+    from typing import Any
+
 _KEYFILE_FORMAT = "memframe-key/1"
 # scrypt for new files: 2**17 * 8 * 128 bytes = 128 MiB of memory, ~0.4 s: slow for guessing, quick
 # for a person. A file records its own N, so files written with the older 2**15 still open.
@@ -137,7 +141,7 @@ def _as_written(raw: bytes) -> dict[str, str] | None:
     return doc
 
 
-def _loads(raw: bytes) -> object:
+def _loads(raw: bytes) -> Any:  # json.loads's answer: whatever the file holds
     doc = _as_written(raw)
     if doc is not None:
         return doc

@@ -101,6 +101,8 @@ class Settings:
     # `home` and `config_file` are kept as strings (or as the Paths given) and made Paths when read.
     __slots__ = (*(n for n in _FIELDS if n not in ("home", "config_file")), "_config_file", "_home", "home_dir")
 
+    _home: Path | str
+    _config_file: Path | str
     home_dir: str
     home_from_env: bool
     workspace: str
