@@ -182,7 +182,9 @@ def test_a_service_gone_mid_pipeline_fails_the_calls_in_flight_and_the_next_call
         server = await _serving(socket_path, one_then_gone)
         store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=5.0)
         try:
-            got = await asyncio.gather(*(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True)
+            got = await asyncio.gather(
+                *(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True
+            )
             assert got[0] == _key_of("ks_0")
             assert [type(g) for g in got[1:]] == [KeySessionServiceDown, KeySessionServiceDown]
             assert all("ks_" not in str(g) for g in got[1:])  # no session id (nor key) in the message
@@ -204,7 +206,9 @@ def test_a_service_that_does_not_answer_in_time_is_down_for_every_call_waiting(s
         server = await _serving(socket_path, silent)
         store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=0.2)
         try:
-            got = await asyncio.gather(*(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True)
+            got = await asyncio.gather(
+                *(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True
+            )
             assert [type(g) for g in got] == [KeySessionServiceDown] * 3
         finally:
             store.close()
