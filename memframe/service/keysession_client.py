@@ -247,17 +247,19 @@ class RemoteKeySessions:
 class _LinePipe:
     """One kept unix-socket connection to the line service, on one event loop, its calls pipelined.
 
-    Each call's line is written the moment it comes, without waiting for the answers before it;
-    the service answers a connection's lines in order, so answers are matched to calls first in,
-    first out. A dead connection (the service restarted or went away, a garbled answer, no answer
-    within the timeout) fails every call still waiting as KeySessionServiceDown and is never used
-    again: the next call connects afresh."""
+    Each call's line is written as it comes, without waiting for the answers before it (the lines
+    of every call made in one turn of the loop go out in one write); the service answers a
+    connection's lines in order, so answers are matched to calls first in, first out. A dead
+    connection (the service restarted or went away, a garbled answer, no answer within the
+    timeout) fails every call still waiting as KeySessionServiceDown and is never used again:
+    the next call connects afresh."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, path: str, timeout: float) -> None:
         self.loop, self.dead = loop, False
         self._timeout = timeout
         self._waiting: deque[asyncio.Future[tuple[int, dict[str, Any]]]] = deque()
         self._writer: asyncio.StreamWriter | None = None
+        self._outgoing: list[bytes] = []  # lines queued this turn of the loop, written by `_flush`
         self._connected: asyncio.Task[asyncio.StreamWriter] = loop.create_task(self._connect(path))
         self._reading: asyncio.Task[None] | None = None
 
@@ -274,22 +276,27 @@ class _LinePipe:
 
     async def call(self, line: bytes) -> tuple[int, dict[str, Any]]:
         """Write `line` and await its answer (status, body); every failure is KeySessionServiceDown."""
-        writer = await asyncio.shield(self._connected)  # one connect for every call that came meanwhile
+        await asyncio.shield(self._connected)  # one connect for every call that came meanwhile
         if self.dead:
             raise KeySessionServiceDown()
         answer = self.loop.create_future()
-        self._waiting.append(answer)  # appended and written in one step: the order answers come in
-        writer.write(line)
+        self._waiting.append(answer)  # appended and queued in one step: the order answers come in
+        self._outgoing.append(line)
+        if len(self._outgoing) == 1:
+            self.loop.call_soon(self._flush)
         try:
             async with asyncio.timeout(self._timeout):
-                await writer.drain()
                 return await answer  # cancelled with its caller: its answer, when it comes, is skipped
         except TimeoutError:  # the service is there but not answering: down, for every call waiting
             self._die()
             raise KeySessionServiceDown() from None
-        except (ConnectionError, OSError):
-            self._die()
-            raise KeySessionServiceDown() from None
+
+    def _flush(self) -> None:
+        """Every line queued during one turn of the loop, in one write (one send, one wake-up of
+        the service): the loop runs this after the callbacks that were ready with the first one."""
+        lines, self._outgoing = self._outgoing, []
+        if not self.dead and self._writer is not None:  # dead: its calls have been failed already
+            self._writer.write(b"".join(lines))
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
