@@ -352,3 +352,17 @@ def test_the_recall_route_awaits_the_resolve_on_sqlite(lined: tuple[MemoryServic
         answer = client.get(url, headers=auth)
         assert answer.status_code == 200 and answer.json()["status"] == "unavailable"
         assert "text" not in answer.json() or answer.json()["text"] is None
+
+
+def test_each_event_loop_gets_its_own_kept_connection(sessions_and_service: tuple[KeySessions, str]) -> None:
+    """A store awaited from one loop, then from another (a server started again in one process):
+    the first loop's connection is not used from the second."""
+    sessions, path = sessions_and_service
+    key = os.urandom(32)
+    info = sessions.open("ws", "alice", key)
+    store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=path, timeout=2.0)
+    try:
+        for _ in range(2):
+            assert asyncio.run(store.resolve_async(info.id, "ws")) == key
+    finally:
+        store.close()

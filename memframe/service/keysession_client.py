@@ -91,6 +91,8 @@ class RemoteKeySessions:
         loop = asyncio.get_running_loop()
         pipe = self._pipe
         if pipe is None or pipe.loop is not loop or pipe.dead:
+            if pipe is not None:
+                pipe.close_soon()  # another loop's (a test's former loop), or dead already
             pipe = self._pipe = _LinePipe(loop, self._uds, self._timeout)
         return _judged(*await pipe.call(self._line(name, body)))
 
@@ -270,6 +272,9 @@ class _LinePipe:
         except (OSError, TimeoutError):
             self.dead = True
             raise KeySessionServiceDown() from None  # the error names the socket's path, never a key
+        if self.dead:  # closed while it was connecting
+            writer.close()
+            raise KeySessionServiceDown()
         self._writer = writer
         self._reading = self.loop.create_task(self._read(reader, writer))
         return writer
