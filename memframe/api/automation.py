@@ -50,13 +50,17 @@ async def read_memory(
     `current`: the current text, to turn a refused capture into a proposal (refused when Off)."""
     # Recall runs before every model call. It reads one snapshot on an open connection and
     # queues its receipt instead of waiting for an fsync, so on SQLite it runs on the event loop:
-    # a trip through the thread pool would cost more than the read. On PostgreSQL the read is a
-    # round trip to the server, so it runs on a thread and recalls overlap their waits
-    # (`local_or_threaded`). The reply is serialised once by its own model rather than validated
-    # again by FastAPI.
+    # a trip through the thread pool would cost more than the read. Its key-session resolve is
+    # awaited there (`recall_awaiting_key`): with a key-session service that is a round trip, and
+    # the loop serves other requests (and pipelines their resolves) while it is out. On
+    # PostgreSQL the read is a round trip to the server, so the whole recall runs on a thread and
+    # recalls overlap their waits (`local_or_threaded`). The reply is serialised once by its own
+    # model rather than validated again by FastAPI.
     if purpose == "current":
         version, text = await local_or_threaded(service, service.assistant.current_memory, workspace_id, credential)
         out: RecallOut | CurrentMemoryOut = CurrentMemoryOut(version=version, text=text)
+    elif service.db.local_reads:
+        out = RecallOut.model_validate(await service.assistant.recall_awaiting_key(workspace_id, credential))
     else:
         result = await local_or_threaded(service, service.assistant.recall, workspace_id, credential)
         out = RecallOut.model_validate(result)

@@ -50,6 +50,8 @@ from memframe.service.keysessions import KeySessions
 MAX_BODY_BYTES = 4096
 #: The longest line a call may send over the line framing (its body plus the framing and credential).
 LINE_LIMIT = MAX_BODY_BYTES + 1024
+#: How much of what has arrived on a connection one wake-up reads (many pipelined calls' lines).
+READ_BYTES = 1 << 16
 
 
 def _refusal(status: int, code: str, message: str) -> JSONResponse:
@@ -170,32 +172,53 @@ def line_handler(
     HTTP framing was most of a round trip's CPU on both sides (uvicorn/h11/Starlette here, httpx in
     every worker), paid before every recall and batch; these are the same calls, credential and
     answers, framed as `{"call", "authorization", "body"}` → `{"status", "body"}`, one line each,
-    several calls in turn on one kept connection. A line longer than any call needs is refused and
-    the connection closed."""
+    several calls on one kept connection. A client may pipeline them (write its next calls before
+    the answers to the earlier ones come: a worker's recalls awaiting their resolves on its event
+    loop); each wake-up here reads every line that has arrived, answers them in order and writes
+    the answers together, so one wake-up serves several recalls. A line longer than any call needs
+    is refused (after the answers to the lines before it) and the connection closed."""
     expected = _expected(credential)
     calls = keysession_calls(sessions)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        pending = b""  # the start of a line whose end has not arrived yet
         try:
             while True:
-                try:
-                    line = await reader.readline()
-                except (ValueError, asyncio.LimitOverrunError):  # longer than the reader's limit
-                    writer.write(
-                        _line(413, {"error": "too_large", "message": "The request is larger than any call needs."})
-                    )
+                chunk = await reader.read(READ_BYTES)
+                if not chunk:
+                    return
+                *lines, pending = (pending + chunk).split(b"\n")
+                answers, refused = _answer_lines(calls, expected, lines, pending)
+                if answers:
+                    writer.write(answers)
                     await writer.drain()
+                if refused:
                     return
-                if not line:
-                    return
-                writer.write(_line(*_answer_line(calls, expected, line)))
-                await writer.drain()
         except (ConnectionError, OSError):
             return
         finally:
             writer.close()
 
     return handle
+
+
+def _answer_lines(
+    calls: dict[str, Callable[[dict[str, Any]], dict[str, Any]]],
+    expected: bytes | None,
+    lines: list[bytes],
+    pending: bytes,
+) -> tuple[bytes, bool]:
+    """The answers to every whole line one wake-up read, in order and joined for one write; and
+    whether the connection ends: a line (or the unfinished `pending` one) longer than any call
+    needs is answered 413 in its place, and nothing after it is read."""
+    answers = []
+    for line in lines:
+        if len(line) >= LINE_LIMIT:
+            return b"".join([*answers, _TOO_LARGE]), True
+        answers.append(_line(*_answer_line(calls, expected, line)))
+    if len(pending) >= LINE_LIMIT:
+        return b"".join([*answers, _TOO_LARGE]), True
+    return b"".join(answers), False
 
 
 def _answer_line(
@@ -218,6 +241,9 @@ def _answer_line(
 
 def _line(status: int, payload: dict[str, Any]) -> bytes:
     return json.dumps({"status": status, "body": payload}, separators=(",", ":")).encode() + b"\n"
+
+
+_TOO_LARGE = _line(413, {"error": "too_large", "message": "The request is larger than any call needs."})
 
 
 async def serve_lines(sessions: KeySessions, credential: str | None, sock: socket.socket, stop: asyncio.Event) -> None:

@@ -246,8 +246,27 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         Reads the current policy and document (so a Save, Clear or Off reaches the
         very next call), never an older copy: anything doubtful withholds with a reason.
         Everything is judged from one snapshot read in one statement, since recall runs
-        before every model call.
+        before every model call. In order: snapshot, judge, resolve the key session (asked
+        of the store now, never cached), open, receipt; `recall_awaiting_key` is the same
+        recall with the resolve awaited.
         """
+        judged = self.judge_recall(workspace_id, credential)
+        opener = self._recall_opener(judged) if judged.needs_key else None
+        return self.finish_recall(judged, opener)
+
+    async def recall_awaiting_key(self, workspace_id: str, credential: str) -> RecallResult:
+        """`recall` for a caller on an event loop where reads are local (SQLite): the snapshot and
+        judgement run here, the key session's resolve is awaited (a round trip to a key-session
+        service lets the loop serve other requests meanwhile, and several recalls' resolves share
+        one of its wake-ups), then the open and the receipt run here too. Same order, same
+        statuses and receipts as `recall`."""
+        judged = self.judge_recall(workspace_id, credential)
+        opener = await self._recall_opener_async(judged) if judged.needs_key else None
+        return self.finish_recall(judged, opener)
+
+    def judge_recall(self, workspace_id: str, credential: str) -> JudgedRecall:
+        """The snapshot (one statement) and what it allows, before any key is asked for; a wrong or
+        stale credential is refused here."""
         admission_id, presented = parse_credential(credential)  # a malformed one is refused before any read
         row = self.db.read_row(_RECALL_SNAPSHOT, (MEMORY_PATH, admission_id))
         if row is None:
@@ -255,11 +274,29 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
         s = _RecallSnapshot(admission_id, *row)
         require_credential_match(s.nonce, s.workspace_id, presented, workspace_id)
         now = self.db.clock()
-        result = self._judge_recall(s, now)
-        if result.revision and result.status in (RecallStatus.PROVIDED, RecallStatus.EMPTY):
-            result = self._open_for_recall(s, result)  # needs a live key session
-        self._record_receipt(s, result, now)
+        return JudgedRecall(s, self._judge_recall(s, now), now)
+
+    def finish_recall(self, judged: JudgedRecall, opener: crypto.Opener | None) -> RecallResult:
+        """Open the memory under `opener` when the judgement needs the key (None: the key session
+        is unavailable, so recall withholds), then record the receipt."""
+        result = judged.result
+        if judged.needs_key:
+            result = self._open_for_recall(judged.snapshot, result, opener)
+        self._record_receipt(judged.snapshot, result, judged.now)
         return result
+
+    def _recall_opener(self, judged: JudgedRecall) -> crypto.Opener | None:
+        try:
+            return self.key_sessions.memory_opener(judged.snapshot.key_session_id, judged.snapshot.workspace_id)
+        except KeySessionUnavailable:  # KeySessionServiceDown included: recall withholds
+            return None
+
+    async def _recall_opener_async(self, judged: JudgedRecall) -> crypto.Opener | None:
+        s = judged.snapshot
+        try:
+            return await self.key_sessions.memory_opener_async(s.key_session_id, s.workspace_id)
+        except KeySessionUnavailable:  # KeySessionServiceDown included: recall withholds
+            return None
 
     @staticmethod
     def _judge_recall(s: _RecallSnapshot, now: float) -> RecallResult:
@@ -289,10 +326,10 @@ class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
             return RecallResult(RecallStatus.EMPTY, version)
         return RecallResult(RecallStatus.PROVIDED, version, text=None)
 
-    def _open_for_recall(self, s: _RecallSnapshot, judged: RecallResult) -> RecallResult:
-        try:
-            open_memory = self.key_sessions.memory_opener(s.key_session_id, s.workspace_id)
-        except KeySessionUnavailable:
+    def _open_for_recall(
+        self, s: _RecallSnapshot, judged: RecallResult, open_memory: crypto.Opener | None
+    ) -> RecallResult:
+        if open_memory is None:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)
         try:
             fetch = files.keyframe_runs(self.db.read, s.workspace_id, MEMORY_PATH)  # read only on a miss
@@ -368,3 +405,16 @@ class _RecallSnapshot(NamedTuple):
 
 
 _RECEIPT_COLUMNS = ("admission_id", "conversation_id", "status", "revision", "created_at")
+
+
+class JudgedRecall(NamedTuple):
+    """A recall between its judgement and its open: the snapshot, what it allows, and when."""
+
+    snapshot: _RecallSnapshot
+    result: RecallResult
+    now: float
+
+    @property
+    def needs_key(self) -> bool:
+        """Whether the memory must be opened under the conversation's key session."""
+        return bool(self.result.revision) and self.result.status in (RecallStatus.PROVIDED, RecallStatus.EMPTY)

@@ -8,6 +8,11 @@ that knows. What is kept here is only a memory opener (the cipher made from a ke
 has just confirmed, on this same call), so recall does not rebuild it before every model call;
 it is dropped the moment the service says the session is gone, on `forget`, and beyond a bound.
 
+Recall on SQLite awaits its resolve on the worker's event loop (`memory_opener_async`): over the
+unix socket that is `_LinePipe`, one kept asyncio connection per loop on which every recall's call
+is written as it comes and answers come back in order, so the loop serves other requests while the
+service answers and one wake-up of the service answers several recalls.
+
 The service down (refusing connections, timing out, refusing our credential) is
 `KeySessionServiceDown`, a kind of `KeySessionUnavailable`: sends and captures are refused, recall
 withholds with `unavailable`, and people's Saves, which need no key, keep working. No message
@@ -16,12 +21,13 @@ built here carries a key, a body or the credential.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
 import socket
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Any
 
 import httpx
@@ -69,6 +75,7 @@ class RemoteKeySessions:
         self._openers: OrderedDict[str, tuple[bytes, crypto.Opener]] = OrderedDict()
         self._lock = threading.Lock()
         self._limits: tuple[float, float] | None = None
+        self._pipe: _LinePipe | None = None  # the awaited calls' connection, on the loop that made it
 
     def __repr__(self) -> str:  # never shows the credential
         return f"<RemoteKeySessions {self.url}>"
@@ -76,17 +83,21 @@ class RemoteKeySessions:
     # --- the calls ------------------------------------------------------------------------
 
     def _call(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        status, payload = self._line_call(name, body) if self._uds else self._http_call(name, body)
-        if status == 409:
-            raise KeySessionUnavailable(str(payload.get("message", "")) or "")
-        if status == 401:
-            raise KeySessionServiceDown(
-                "The key-session service refused this server's credential; nothing that needs the workspace key "
-                "can run until they share one (Saves still work)."
-            )
-        if status != 200:
-            raise KeySessionServiceDown()
-        return payload
+        return _judged(*(self._line_call(name, body) if self._uds else self._http_call(name, body)))
+
+    async def _call_async(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`_call` awaited on the running loop: pipelined on the unix socket (see `_LinePipe`)."""
+        assert self._uds is not None
+        loop = asyncio.get_running_loop()
+        pipe = self._pipe
+        if pipe is None or pipe.loop is not loop or pipe.dead:
+            if pipe is not None:
+                pipe.close_soon()  # another loop's (a test's former loop), or dead already
+            pipe = self._pipe = _LinePipe(loop, self._uds, self._timeout)
+        return _judged(*await pipe.call(self._line(name, body)))
+
+    def _line(self, name: str, body: dict[str, Any]) -> bytes:
+        return json.dumps({"call": name, "authorization": self._authorization, "body": body}).encode() + b"\n"
 
     def _http_call(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         try:
@@ -98,7 +109,7 @@ class RemoteKeySessions:
     def _line_call(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """One line out, one line back, on a kept connection (a fresh one if a kept one turns out
         dead before answering: the service restarted). Every failure is KeySessionServiceDown."""
-        line = json.dumps({"call": name, "authorization": self._authorization, "body": body}).encode() + b"\n"
+        line = self._line(name, body)
         with self._lock:
             kept = self._idle.pop() if self._idle else None
         if kept is not None:
@@ -139,10 +150,20 @@ class RemoteKeySessions:
         except KeySessionUnavailable:
             self._drop(session_id)
             raise
+        return _key(answer)
+
+    async def resolve_async(self, session_id: str | None, workspace_id: str) -> bytes:
+        """`resolve`, awaited: asked of the service now, as every resolve is."""
+        if not session_id:
+            raise KeySessionUnavailable("No key session is open for this conversation.")
+        if not self._uds:  # over HTTP (`--key-sessions URL`): the sync call, on a thread
+            return await asyncio.to_thread(self.resolve, session_id, workspace_id)
         try:
-            return base64.b64decode(str(answer["key"]), validate=True)
-        except (KeyError, ValueError):
-            raise KeySessionServiceDown() from None
+            answer = await self._call_async("resolve", {"session_id": session_id, "workspace_id": workspace_id})
+        except KeySessionUnavailable:
+            self._drop(session_id)
+            raise
+        return _key(answer)
 
     def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
         """Resolved against the service on every call (liveness is never cached); the cipher built
@@ -152,17 +173,30 @@ class RemoteKeySessions:
     def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
         key = self.resolve(session_id, workspace_id)
         assert session_id is not None  # resolve refused an empty one
+        return key, self._opener(session_id, workspace_id, key)
+
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+        """`memory_opener`, awaited: resolved against the service on this call, never cached."""
+        return (await self.key_and_opener_async(session_id, workspace_id))[1]
+
+    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+        key = await self.resolve_async(session_id, workspace_id)
+        assert session_id is not None  # resolve refused an empty one
+        return key, self._opener(session_id, workspace_id, key)
+
+    def _opener(self, session_id: str, workspace_id: str, key: bytes) -> crypto.Opener:
+        """The kept cipher for `key`, which the service confirmed on this very call, or a new one."""
         with self._lock:
             kept = self._openers.get(session_id)
             if kept is not None and kept[0] == key:
                 self._openers.move_to_end(session_id)
-                return key, kept[1]
+                return kept[1]
         opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
         with self._lock:
             self._openers[session_id] = (key, opener)
             while len(self._openers) > MAX_OPENERS:
                 self._openers.popitem(last=False)
-        return key, opener
+        return opener
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
         found = self._call("describe", {"session_id": session_id}).get("session")
@@ -206,7 +240,112 @@ class RemoteKeySessions:
             idle, self._idle = self._idle, []
         for conn in idle:
             _close(conn)
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            pipe.close_soon()
         self._http.close()
+
+
+class _LinePipe:
+    """One kept unix-socket connection to the line service, on one event loop, its calls pipelined.
+
+    Each call's line is written as it comes, without waiting for the answers before it (the lines
+    of every call made in one turn of the loop go out in one write); the service answers a
+    connection's lines in order, so answers are matched to calls first in, first out. A dead
+    connection (the service restarted or went away, a garbled answer, no answer within the
+    timeout) fails every call still waiting as KeySessionServiceDown and is never used again:
+    the next call connects afresh."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, path: str, timeout: float) -> None:
+        self.loop, self.dead = loop, False
+        self._timeout = timeout
+        self._waiting: deque[asyncio.Future[tuple[int, dict[str, Any]]]] = deque()
+        self._writer: asyncio.StreamWriter | None = None
+        self._outgoing: list[bytes] = []  # lines queued this turn of the loop, written by `_flush`
+        self._connected: asyncio.Task[asyncio.StreamWriter] = loop.create_task(self._connect(path))
+        self._reading: asyncio.Task[None] | None = None
+
+    async def _connect(self, path: str) -> asyncio.StreamWriter:
+        try:
+            async with asyncio.timeout(self._timeout):
+                reader, writer = await asyncio.open_unix_connection(path, limit=ANSWER_LIMIT)
+        except (OSError, TimeoutError):
+            self.dead = True
+            raise KeySessionServiceDown() from None  # the error names the socket's path, never a key
+        if self.dead:  # closed while it was connecting
+            writer.close()
+            raise KeySessionServiceDown()
+        self._writer = writer
+        self._reading = self.loop.create_task(self._read(reader, writer))
+        return writer
+
+    async def call(self, line: bytes) -> tuple[int, dict[str, Any]]:
+        """Write `line` and await its answer (status, body); every failure is KeySessionServiceDown."""
+        await asyncio.shield(self._connected)  # one connect for every call that came meanwhile
+        if self.dead:
+            raise KeySessionServiceDown()
+        answer = self.loop.create_future()
+        self._waiting.append(answer)  # appended and queued in one step: the order answers come in
+        self._outgoing.append(line)
+        if len(self._outgoing) == 1:
+            self.loop.call_soon(self._flush)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await answer  # cancelled with its caller: its answer, when it comes, is skipped
+        except TimeoutError:  # the service is there but not answering: down, for every call waiting
+            self._die()
+            raise KeySessionServiceDown() from None
+
+    def _flush(self) -> None:
+        """Every line queued during one turn of the loop, in one write (one send, one wake-up of
+        the service): the loop runs this after the callbacks that were ready with the first one."""
+        lines, self._outgoing = self._outgoing, []
+        if not self.dead and self._writer is not None:  # dead: its calls have been failed already
+            self._writer.write(b"".join(lines))
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    line = await reader.readline()
+                except (ValueError, asyncio.LimitOverrunError, ConnectionError, OSError):
+                    return
+                if not line.endswith(b"\n") or not self._waiting:  # closed, cut short, or unasked for
+                    return
+                answer = self._waiting.popleft()
+                if answer.done():
+                    continue
+                try:
+                    answer.set_result(_framed(line))
+                except KeySessionServiceDown as exc:
+                    answer.set_exception(exc)
+        finally:  # also when the loop ends and cancels this task: the connection closes with it
+            self._die()
+
+    def _die(self) -> None:
+        self.dead = True
+        while self._waiting:
+            answer = self._waiting.popleft()
+            if not answer.done():
+                answer.set_exception(KeySessionServiceDown())
+        if self._writer is not None:
+            self._writer.close()
+        if self._reading is not None and self._reading is not asyncio.current_task(self.loop):
+            self._reading.cancel()
+
+    def close_soon(self) -> None:
+        """Close from any thread: on the pipe's loop if it still runs (a closed loop closed it)."""
+        if self.loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop or not self.loop.is_running():
+            self._die()
+        else:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._die)
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:
@@ -217,6 +356,27 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise KeySessionServiceDown()
     return payload
+
+
+def _judged(status: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """A call's answer, or its refusal raised: 409 the session is unavailable, anything else down."""
+    if status == 409:
+        raise KeySessionUnavailable(str(payload.get("message", "")) or "")
+    if status == 401:
+        raise KeySessionServiceDown(
+            "The key-session service refused this server's credential; nothing that needs the workspace key "
+            "can run until they share one (Saves still work)."
+        )
+    if status != 200:
+        raise KeySessionServiceDown()
+    return payload
+
+
+def _key(answer: dict[str, Any]) -> bytes:
+    try:
+        return base64.b64decode(str(answer["key"]), validate=True)
+    except (KeyError, ValueError):
+        raise KeySessionServiceDown() from None
 
 
 def _exchange(conn: tuple[socket.socket, Any], line: bytes) -> tuple[int, dict[str, Any]] | None:

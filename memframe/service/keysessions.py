@@ -68,6 +68,15 @@ class KeySessionStore(Protocol):
         the next version: one look at the session (one round trip to a key-session service)."""
         ...
 
+    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+        """`key_and_opener`, awaited: judged now exactly as the sync one is, for a caller on an event
+        loop (recall on SQLite) that should serve other requests while a key-session service answers."""
+        ...
+
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+        """`memory_opener`, awaited (see `key_and_opener_async`)."""
+        ...
+
     def describe(self, session_id: str) -> KeySessionInfo | None:
         """The session's facts if it is live (no key), else None."""
         ...
@@ -198,6 +207,15 @@ class KeySessions:
                 session.key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True
             )
         return session.key, session.memory_opener
+
+    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+        """The sync `key_and_opener`, called right here: in this process it is a dict look-up under
+        a lock no one holds for longer, so there is nothing to wait for."""
+        return self.key_and_opener(session_id, workspace_id)
+
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+        """The sync `memory_opener`, called right here (see `key_and_opener_async`)."""
+        return self.key_and_opener(session_id, workspace_id)[1]
 
     def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
         if not session_id:
