@@ -211,7 +211,7 @@ def _answer_lines(
     """The answers to every whole line one wake-up read, in order and joined for one write; and
     whether the connection ends: a line (or the unfinished `pending` one) longer than any call
     needs is answered 413 in its place, and nothing after it is read."""
-    answers = []
+    answers: list[bytes] = []
     for line in lines:
         if len(line) >= LINE_LIMIT:
             return b"".join([*answers, _TOO_LARGE]), True
