@@ -309,9 +309,7 @@ class TextGrams:
                 self._count_all(data)
             else:
                 if prefix is None or suffix is None:
-                    prefix = _common_prefix(base, data)
-                    limit = min(len(base), len(data)) - prefix
-                    suffix = _common_prefix(base[::-1][:limit], data[::-1][:limit])
+                    prefix, suffix = _shared_ends(base, data)
                 self._recount(base, data, prefix, suffix)
             self.data = data
             bits = (2 * len(self._counts) + self.Q - 2) // (self.Q - 1)
@@ -359,11 +357,16 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _delta(base_version: int, base: bytes, data: bytes) -> bytes:
-    """The edit from `base` to `data`: the common prefix and suffix kept, the middle carried."""
+def _shared_ends(base: bytes, data: bytes) -> tuple[int, int]:
+    """(prefix, suffix): the bytes `base` and `data` share at the start, then at the end of what is left."""
     prefix = _common_prefix(base, data)
     limit = min(len(base), len(data)) - prefix
-    suffix = _common_prefix(base[::-1][:limit], data[::-1][:limit])
+    return prefix, _common_prefix(base[::-1][:limit], data[::-1][:limit])
+
+
+def _delta(base_version: int, base: bytes, data: bytes) -> bytes:
+    """The edit from `base` to `data`: the common prefix and suffix kept, the middle carried."""
+    prefix, suffix = _shared_ends(base, data)
     middle, packing = data[prefix : len(data) - suffix], 0
     if len(middle) >= _COMPRESS_FROM:
         import zlib

@@ -137,19 +137,19 @@ class Settings:
 
     @property
     def home(self) -> Path:
-        home = self._home
-        if isinstance(home, str):
-            home = _path(home)
-            object.__setattr__(self, "_home", home)
-        return home
+        return self._path_in("_home")
 
     @property
     def config_file(self) -> Path:
-        config_file = self._config_file
-        if isinstance(config_file, str):
-            config_file = _path(config_file)
-            object.__setattr__(self, "_config_file", config_file)
-        return config_file
+        return self._path_in("_config_file")
+
+    def _path_in(self, slot: str) -> Path:
+        """The Path kept in `slot`, made (once) from the string it was given as."""
+        value = getattr(self, slot)
+        if isinstance(value, str):
+            value = _path(value)
+            object.__setattr__(self, slot, value)
+        return value  # type: ignore[no-any-return]
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"Settings are frozen; cannot set {name!r}")
