@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -29,6 +29,7 @@ from bench.load import Load, Requests, drive, request
 from bench.settings import Settings
 from memframe import crypto
 from memframe.core.types import MEMORY_PATH, Mode
+from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 
 LEVELS = (1, 4, 16, 64)
@@ -125,43 +126,86 @@ def _wait_for_url(out: Path, proc: subprocess.Popen[bytes], timeout: float = 60.
     raise RuntimeError(f"memframe serve did not start: {out.read_text(errors='replace')[-2000:]}")
 
 
-@contextmanager
-def served(tmp: Path, name: str, db: str, count: int, *, workers: int = 1, ungrouped: bool = False) -> Iterator[Served]:
-    """`memframe serve` on a fresh database `db` holding `count` workspaces, each with 8 KiB of memory
-    in Auto, a key session opened over HTTP and one admission (its delivery credential)."""
-    service = new_service(db)
+@dataclass(frozen=True)
+class Wanted:
+    """One server to start: its name, its database, how many workspaces, how it runs."""
+
+    name: str
+    db: str
+    count: int
+    workers: int = 1
+    ungrouped: bool = False
+
+
+@dataclass
+class _Starting:
+    service: MemoryService
+    token: str
+    spaces: list[Workspace]
+    heads: dict[str, tuple[int, bytes]]
+    out: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+
+def _start(tmp: Path, wanted: Wanted) -> _Starting:
+    """Fills `wanted.db` with its workspaces (8 KiB of memory each, in Auto) and starts its
+    `memframe serve` without waiting for it to answer."""
+    service = new_service(wanted.db)
     _, token = service.accounts.create_token(LOCAL_USER, "bench")
     spaces = create_workspaces(
-        service, count, prefix=f"{name}-", text=memory_text(8 * 1024 - 64), mode=Mode.AUTO, ai=True
+        service, wanted.count, prefix=f"{wanted.name}-", text=memory_text(8 * 1024 - 64), mode=Mode.AUTO, ai=True
     )
     heads: dict[str, tuple[int, bytes]] = {}
     for ws in spaces:
         head = service.get_file(LOCAL_USER, ws.id, MEMORY_PATH)
         assert head is not None and head.ciphertext is not None
         heads[ws.id] = (head.info.version, head.ciphertext)
-    out = tmp / f"serve-{name}.out"
-    command = [sys.executable, "-m", "bench._serve", *(["--ungrouped-saves"] if ungrouped else [])]
-    command += ["serve", "--db", db, "--port", "0", "--log-level", "warning"]
-    if workers > 1:
-        command += ["--workers", str(workers)]
-    with out.open("wb") as sink:
-        proc = subprocess.Popen(
+    starting = _Starting(service, token, spaces, heads, tmp / f"serve-{wanted.name}.out")
+    command = [sys.executable, "-m", "bench._serve", *(["--ungrouped-saves"] if wanted.ungrouped else [])]
+    command += ["serve", "--db", wanted.db, "--port", "0", "--log-level", "warning"]
+    if wanted.workers > 1:
+        command += ["--workers", str(wanted.workers)]
+    with starting.out.open("wb") as sink:
+        starting.proc = subprocess.Popen(
             command, stdout=sink, stderr=subprocess.STDOUT, env=child_env(tmp, MEMFRAME_HOME=str(tmp / "home"))
         )
+    return starting
+
+
+def _ready(starting: _Starting) -> Served:
+    """Waits for the server to answer, opens a key session over HTTP for each workspace and writes
+    one admission (its delivery credential) naming it, as ingress writes them."""
+    assert starting.proc is not None
+    url = _wait_for_url(starting.out, starting.proc)
+    _open_key_sessions(url, starting.token, starting.spaces)
+    admit_many(starting.service, starting.spaces, 1)
+    starting.service.close()
+    return Served(url, starting.proc, starting.token, starting.spaces, starting.heads)
+
+
+@contextmanager
+def served(tmp: Path, *wanted: Wanted) -> Iterator[list[Served]]:
+    """`memframe serve` for each of `wanted`, each on a fresh database. Every server is started
+    before any is waited for, so their start-ups (seconds each: the imports) overlap; they are
+    stopped together too."""
+    started: list[_Starting] = []
     try:
-        url = _wait_for_url(out, proc)
-        _open_key_sessions(url, token, spaces)
-        admit_many(service, spaces, 1)  # written as ingress writes them, naming the sessions just opened
-        service.close()
-        yield Served(url, proc, token, spaces, heads)
+        for spec in wanted:
+            started.append(_start(tmp, spec))
+        yield [_ready(one) for one in started]
     finally:
-        service.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        procs = [one.proc for one in started if one.proc is not None]
+        for one in started:
+            one.service.close()
+        for proc in procs:
+            proc.terminate()
+        deadline = time.monotonic() + 30
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def _open_key_sessions(url: str, token: str, spaces: list[Workspace]) -> None:
@@ -429,19 +473,19 @@ def _engine_figures(
     workers at the top level beside the old save path."""
     count = LEVELS[-1]
     where = f"{engine}, 1 worker"
-    with ExitStack() as running:
-        servers = {where: running.enter_context(served(tmp, f"{engine}-1w", new_db(f"{engine}-1w"), count))}
+    wanted = [Wanted(f"{engine}-1w", new_db(f"{engine}-1w"), count)]
+    wanted += [Wanted(f"{engine}-2w", new_db(f"{engine}-2w"), count, workers=2)] if two_workers else []
+    wanted += [
+        Wanted(f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True),
+        Wanted(f"{engine}-saves", new_db(f"{engine}-saves"), count),
+    ]
+    wanted += [Wanted(f"{engine}-2w-saves", new_db(f"{engine}-2w-saves"), count, workers=2)] if two_workers else []
+    with served(tmp, *wanted) as running:
+        servers = {where: running[0]}
         if two_workers:
-            servers[f"{engine}, 2 workers"] = running.enter_context(
-                served(tmp, f"{engine}-2w", new_db(f"{engine}-2w"), count, workers=2)
-            )
-        old = running.enter_context(served(tmp, f"{engine}-old", new_db(f"{engine}-old"), count, ungrouped=True))
-        new = running.enter_context(served(tmp, f"{engine}-saves", new_db(f"{engine}-saves"), count))
-        two = None
-        if two_workers:
-            two = running.enter_context(
-                served(tmp, f"{engine}-2w-saves", new_db(f"{engine}-2w-saves"), count, workers=2)
-            )
+            servers[f"{engine}, 2 workers"] = running[1]
+        old, new = running[-3:-1] if two_workers else running[-2:]
+        two = running[-1] if two_workers else None
         noop, recalls, saves, old_saves, two_saves = _measure(servers, new, old, s, two)
     figures = recall_figures_for(recalls[where], noop, where) + save_figures_for(saves, old_saves, engine)
     if two_workers:
