@@ -136,10 +136,10 @@ class KeySessions:
         with self._lock:
             self._evict_locked(now)
             ids = self._theirs.setdefault((user_id, workspace_id), {})
-            theirs = sorted(
-                (self._sessions[sid].created_at, sid) for sid in ids if not self._stale(self._sessions[sid], now)
-            )
-            for _, sid in theirs[: max(0, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)]:
+            # In the order they were opened (a dict keeps it): two opened within one tick of the
+            # clock are still first and second, never ordered by their random ids.
+            theirs = [sid for sid in ids if not self._stale(self._sessions[sid], now)]
+            for sid in theirs[: max(0, len(theirs) - MAX_SESSIONS_PER_PERSON + 1)]:
                 self._drop_locked(sid)
             self._sessions[session_id] = session
             self._theirs.setdefault((user_id, workspace_id), {})[session_id] = None

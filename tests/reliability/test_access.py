@@ -466,12 +466,13 @@ def test_revoking_a_persons_last_token_revokes_their_key_sessions(world: World) 
     assert bob_session in _revoked_rows(world) and world.a.key_sessions.describe(bob_session) is None
 
 
-def test_key_sessions_are_capped_per_person_oldest_evicted(world: World) -> None:
+@pytest.mark.parametrize("tick", [1, 0], ids=["a second apart", "within one tick of the clock"])
+def test_key_sessions_are_capped_per_person_oldest_evicted(world: World, tick: int) -> None:
     from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
 
     opened = [world.session]
     for _ in range(MAX_SESSIONS_PER_PERSON):
-        world.clock.advance(1)
+        world.clock.advance(tick)
         opened.append(world.a.open_key_session(LOCAL_USER, "ws", world.key).id)
     live = [s for s in opened if world.a.key_sessions.describe(s) is not None]
     assert live == opened[1:] and len(live) == MAX_SESSIONS_PER_PERSON

@@ -64,6 +64,7 @@ from memframe.core.types import MEMORY_PATH, Mode, Operation, RecallStatus
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import ADMISSION_SECONDS
+from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
 from tests.conftest import FakeClock
 from tests.pg_server import PostgresServer
 from tests.reliability.conftest import fast_dir
@@ -212,6 +213,9 @@ class PolicyMachine(RuleBasedStateMachine):
         session = self.assistant.open_key_session(LOCAL_USER, "ws", self.key).id
         self.live.add(session)
         self.opened.append(session)
+        # One person holds at most MAX_SESSIONS_PER_PERSON here: opening one more evicts their oldest.
+        mine = [x for x in self.opened if x in self.live]
+        self.live.difference_update(mine[: max(0, len(mine) - MAX_SESSIONS_PER_PERSON)])
         return session
 
     @precondition(lambda self: len(self.live) >= 2)  # keep one alive, so turns can still capture
