@@ -372,8 +372,10 @@ class Database:
     def _commit_together(self, group: list[_Ticket]) -> None:
         try:
             with self.write() as conn:
-                for ticket in group:
-                    conn.execute("SAVEPOINT together")
+                conn.execute("SAVEPOINT together")
+                for n, ticket in enumerate(group):
+                    if n:
+                        self._next_ticket(conn)
                     try:
                         ticket.result = ticket.work(conn)
                     except self._driver_errors as exc:
@@ -384,11 +386,17 @@ class Database:
                     except Exception as exc:
                         conn.execute("ROLLBACK TO together")
                         ticket.error = exc
-                    conn.execute("RELEASE together")
+                conn.execute("RELEASE together")
         except Exception as exc:
             for ticket in group:  # nothing of the group was committed: each caller hears that first
                 ticket.result = None
                 ticket.error = exc if len(group) == 1 else _same_failure(exc)
+
+    def _next_ticket(self, conn: sqlite3.Connection) -> None:
+        """Between two batches of a group: the first's savepoint released, the next one's taken
+        (PostgreSQL sends both in one round trip)."""
+        conn.execute("RELEASE together")
+        conn.execute("SAVEPOINT together")
 
     def write_soon(self, table: str, columns: tuple[str, ...], row: Sequence[Any]) -> None:
         """Queue one row to insert soon instead of now.

@@ -19,6 +19,7 @@ database that a later open migrates completely.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import sqlite3
 import threading
@@ -582,3 +583,34 @@ def test_the_cli_reports_a_storage_failure_in_one_line(
     assert err.startswith("memframe: ") and err.count("\n") == 1, err
     assert "Traceback" not in err and "sqlite" not in err.lower() and "garden" not in err + out
     assert main(["save", str(text), "--base", "0"]) == 0
+
+
+def test_a_lent_connection_costs_a_round_trip_only_once_the_server_has_spoken(
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's check (`check_when_spoken`): an idle, healthy connection is lent on a poll of its
+    socket alone; one whose backend the server terminated gets the full check, which refuses it, so
+    the pool connects afresh; a closed one is refused outright."""
+    url = postgres_server.fresh_url()
+    checked: list[object] = []
+    full_check = pg_module.psycopg_pool.ConnectionPool.check_connection
+    monkeypatch.setattr(
+        pg_module.psycopg_pool.ConnectionPool, "check_connection", lambda conn: checked.append(conn) or full_check(conn)
+    )
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url, autocommit=True) as other:
+            conn.execute("SELECT 1").fetchone()
+            pg_module.check_when_spoken(conn)
+            assert checked == [], "a healthy idle connection was checked with a round trip"
+            other.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
+            poller = select.poll()
+            poller.register(conn.fileno(), select.POLLIN)
+            assert poller.poll(10_000), "the terminated backend's socket never became readable"
+            with pytest.raises(psycopg.OperationalError):
+                pg_module.check_when_spoken(conn)
+            assert checked == [conn]
+        with pytest.raises(psycopg.OperationalError):
+            pg_module.check_when_spoken(conn)  # closed now: refused without a word to the server
+        assert checked == [conn]
+    finally:
+        postgres_server.drop(url)
