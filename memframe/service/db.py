@@ -372,6 +372,9 @@ class Database:
     def _commit_together(self, group: list[_Ticket]) -> None:
         try:
             with self.write() as conn:
+                if len(group) == 1:  # alone, its failure is its transaction's: no savepoint needed
+                    group[0].result = group[0].work(conn)
+                    return
                 conn.execute("SAVEPOINT together")
                 for n, ticket in enumerate(group):
                     if n:
