@@ -112,11 +112,11 @@ def patch_backend(backend: SealedBackend, limit: int, before: int | None) -> byt
     wanted = sorted({r.version for r in rows} | {r.version - 1 for r in rows if r.version > 1})
     texts = backend.read_revisions(wanted)
     revisions: list[Revision] = [
-        (r.version, r.created_at, r.author.value, r.actor, r.operation.value, texts[r.version]) for r in rows
+        (r.version, r.created_at, r.author.value, r.actor, r.operation.value, texts[r.version], None) for r in rows
     ]
     if rows and rows[-1].version > 1:  # the text the oldest shown revision is diffed against
         base = rows[-1].version - 1
-        revisions.append((base, 0.0, "", "", "", texts[base]))
+        revisions.append((base, 0.0, "", "", "", texts[base], None))
     return render_patch(revisions, limit)
 
 
@@ -124,7 +124,8 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
     """Up to `limit` revisions, newest first, each with its diff against the revision before it.
 
     `revisions` runs newest first and also holds the revision before the oldest one shown,
-    unless that one is revision 1.
+    unless that one is revision 1. A revision's `ends` (what its text shares with the one before,
+    when its delta says so) spares the diff its search for them.
     """
     out: list[bytes] = []  # encoded piece by piece: a diff is mostly ASCII, which encodes as a copy
     stream = iter(revisions)
@@ -133,12 +134,14 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
         if newer is None:
             break
         older = next(stream, None)
-        version, created_at, author, actor, operation, text = newer
+        version, created_at, author, actor, operation, text, ends = newer
         if (older[0] if older is not None else 0) != version - 1:
             from memframe.core.errors import NotFound
 
             raise NotFound(f"There is no revision {version - 1}.")
-        diff = unified_diff_text(older[5] if older else "", text, f"revision {version - 1}", f"revision {version}")
+        diff = unified_diff_text(
+            older[5] if older else "", text, f"revision {version - 1}", f"revision {version}", ends=ends
+        )
         out.append(f"revision {version} · {when(created_at)} · {author} {actor} · {operation}\n".encode())
         out.append(diff.encode())
         out.append(b"\n")
