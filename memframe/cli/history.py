@@ -5,7 +5,7 @@ The output is made here for both ways of reaching the revisions: the full CLI's
 workspace named on a plain command line. The short path is taken before argparse,
 the service or the backends are imported: it reads the revisions in one query-only
 snapshot (`memframe.service.reads`), decrypts each as it arrives, diffs it
-against the one before with `unified_diff_text` (which splits only the lines that
+against the one before with `unified_diff_counted` (which splits only the lines that
 changed and their context), and writes the whole output once. Whatever it is not
 sure of (a remote, an option it does not know, a database the service must migrate
 first, a workspace the local user is not a member of, a page over the service's
@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from memframe.cli.output import when
-from memframe.core.diffs import unified_diff_text
+from memframe.core.diffs import unified_diff_counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
     out: list[bytes] = []  # encoded piece by piece: a diff is mostly ASCII, which encodes as a copy
     stream = iter(revisions)
     newer = next(stream, None)
+    newlines = None if newer is None else newer[5].count("\n")  # in the newer text: counted once, then carried
     for _ in range(limit):
         if newer is None:
             break
@@ -139,8 +140,13 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
             from memframe.core.errors import NotFound
 
             raise NotFound(f"There is no revision {version - 1}.")
-        diff = unified_diff_text(
-            older[5] if older else "", text, f"revision {version - 1}", f"revision {version}", ends=ends
+        diff, newlines = unified_diff_counted(
+            older[5] if older else "",
+            text,
+            f"revision {version - 1}",
+            f"revision {version}",
+            ends=ends,
+            newlines_b=newlines,
         )
         out.append(f"revision {version} · {when(created_at)} · {author} {actor} · {operation}\n".encode())
         out.append(diff.encode())

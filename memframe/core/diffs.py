@@ -151,8 +151,26 @@ def unified_diff_text(
     end of what is left. It spares the search for them; it is checked, and when it is not exactly
     that the search is made anyway, so the diff is always the same as without it.
     """
+    return unified_diff_counted(a, b, fromfile, tofile, n=n, ends=ends)[0]
+
+
+def unified_diff_counted(
+    a: str,
+    b: str,
+    fromfile: str = "",
+    tofile: str = "",
+    *,
+    n: int = 3,
+    ends: tuple[int, int] | None = None,
+    newlines_b: int | None = None,
+) -> tuple[str, int | None]:
+    """`unified_diff_text`, for a caller walking a chain of texts back, each the `a` of one diff and
+    the `b` of the next (`history -p`): given `newlines_b`, the number of "\\n" in `b`, it returns
+    with the diff the number in `a` (else None), and counts the first hunk's line number from
+    whichever end of `a` is nearer, instead of always from the start (on a long text, the count of
+    its lines is most of what a one-line diff costs)."""
     if a == b:
-        return ""
+        return "", newlines_b
     found = None if ends is None else _known_ends(a, b, ends[0], ends[1])
     head, end_a, end_b = found or _shared_ends(a, b)
     len_a = len(a)
@@ -161,7 +179,6 @@ def unified_diff_text(
     while shared < n and before:
         before = a.rfind("\n", 0, before - 1) + 1
         shared += 1
-    first_line = a.count("\n", 0, before)  # the number of the first line shown, counted from 0
     after = end_a
     for _ in range(n):
         if after >= len_a:
@@ -169,19 +186,26 @@ def unified_diff_text(
         after = a.find("\n", after) + 1 or len_a
         shared += 1
     middle_a, middle_b = a[head:end_a], b[head:end_b]
-    count_a = middle_a.count("\n") + (middle_a[-1:] not in ("\n", ""))
-    count_b = middle_b.count("\n") + (middle_b[-1:] not in ("\n", ""))
+    changed_a, changed_b = middle_a.count("\n"), middle_b.count("\n")
+    count_a = changed_a + (middle_a[-1:] not in ("\n", ""))
+    count_b = changed_b + (middle_b[-1:] not in ("\n", ""))
+    # The number of the first line shown, counted from 0 (from the nearer end of `a`, when its lines are known).
+    if newlines_b is None:
+        newlines_a, first_line = None, a.count("\n", 0, before)
+    else:
+        newlines_a = newlines_b - changed_b + changed_a  # a and b differ only in their middles
+        first_line = a.count("\n", 0, before) if before <= len_a - before else newlines_a - a.count("\n", before)
     header = f"--- {fromfile}\n+++ {tofile}\n"
     if count_a and count_b and (count_a > 2 or count_b > 2 or count_a == count_b == 2):
         return header + _hunks(
             _lines(a[before:head]), _lines(middle_a), _lines(middle_b), _lines(a[end_a:after]), first_line, n
-        )
+        ), newlines_a
     # The usual edit: nothing in the middle can match (see `_middle`), so there is one hunk.
     return (
         f"{header}@@ -{_range(first_line, first_line + shared + count_a)}"
         f" +{_range(first_line, first_line + shared + count_b)} @@\n"
         f"{_marked(' ', a[before:head])}{_marked('-', middle_a)}{_marked('+', middle_b)}{_marked(' ', a[end_a:after])}"
-    )
+    ), newlines_a
 
 
 def _shared_ends(a: str, b: str) -> tuple[int, int, int]:

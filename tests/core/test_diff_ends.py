@@ -1,11 +1,15 @@
-"""`unified_diff_text(ends=…)`: the shared ends a caller already knows (a delta's) spare the search.
+"""`unified_diff_text(ends=…)`: the shared ends a caller already knows (a delta's) spare the search;
+`unified_diff_counted`: the count of lines carried along a chain of texts spares counting from the start.
 
 The promise: the diff is byte for byte the one made without them, whatever pair is given; the
 pair a delta stores for an ASCII edit is taken (the search is really skipped), and any other pair
-is refused by its check and the search is made as before.
+is refused by its check and the search is made as before. Carried counts give the same diff
+and the exact count of the older text's lines.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +17,7 @@ from hypothesis import strategies as st
 
 from memframe import crypto
 from memframe.core import diffs
-from memframe.core.diffs import unified_diff_text
+from memframe.core.diffs import unified_diff_counted, unified_diff_text
 
 KEY = bytes(range(32))
 W, P = "w", "p"
@@ -103,6 +107,34 @@ def test_a_pair_that_is_not_the_most_shared_is_refused() -> None:
 
 def test_the_same_texts_have_no_diff_whatever_the_ends() -> None:
     assert unified_diff_text(LONG, LONG, "x", "y", ends=(len(LONG), 0)) == ""
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXTS, st.lists(EDIT, min_size=1, max_size=3), st.integers(0, 4), st.booleans())
+def test_carried_line_counts_give_the_same_diff_and_the_older_count(
+    b: str, edits: list[tuple[int, int, str]], n: int, with_ends: bool
+) -> None:
+    a = b
+    for edit in edits:
+        a = edited(a, edit)
+    ends = delta_ends(a, b) if with_ends else None
+    expected = unified_diff_text(a, b, "x", "y", n=n)
+    assert unified_diff_counted(a, b, "x", "y", n=n, ends=ends, newlines_b=b.count("\n")) == (expected, a.count("\n"))
+    assert unified_diff_counted(a, b, "x", "y", n=n, ends=ends) == (expected, None)
+
+
+def test_a_chain_of_long_texts_diffed_back_with_carried_counts() -> None:
+    """As `history -p` walks a history: edits near the start and near the end of a long text."""
+    chain = [LONG]
+    for i in (1, 38, 20, 0, 39, 2, 37):
+        chain.append(chain[-1].replace(f"- fact number {i}\n", f"- fact number {i} (edited)\n- and more\n"))
+    newlines = chain[-1].count("\n")
+    for newer, older in itertools.pairwise(chain[::-1]):
+        diff, newlines = unified_diff_counted(
+            older, newer, "x", "y", ends=delta_ends(older, newer), newlines_b=newlines
+        )
+        assert diff == unified_diff_text(older, newer, "x", "y")
+        assert newlines == older.count("\n")
 
 
 # --- where the ends come from: the opener of a delta ---------------------------------------------
