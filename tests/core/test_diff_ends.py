@@ -128,7 +128,7 @@ def test_a_chain_of_long_texts_diffed_back_with_carried_counts() -> None:
     chain = [LONG]
     for i in (1, 38, 20, 0, 39, 2, 37):
         chain.append(chain[-1].replace(f"- fact number {i}\n", f"- fact number {i} (edited)\n- and more\n"))
-    newlines = chain[-1].count("\n")
+    newlines: int | None = chain[-1].count("\n")
     for newer, older in itertools.pairwise(chain[::-1]):
         diff, newlines = unified_diff_counted(
             older, newer, "x", "y", ends=delta_ends(older, newer), newlines_b=newlines
