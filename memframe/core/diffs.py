@@ -251,7 +251,7 @@ def _whole_lines(a: str, b: str, head: int, tail: int) -> tuple[int, int, int]:
     (no more than `min(len(a), len(b)) - head`): the shared end is cut to start at a line start of both."""
     len_a, len_b = len(a), len(b)
     end_a, end_b = len_a - tail, len_b - tail
-    if not (_line_starts(a, end_a) and _line_starts(b, end_b)):
+    if not ((not end_a or a[end_a - 1] == "\n") and (not end_b or b[end_b - 1] == "\n")):  # not line starts
         cut = a.find("\n", end_a) + 1  # the shared end is equal text, so it cuts b at the same place
         if cut:
             end_b += cut - end_a
@@ -328,10 +328,6 @@ def _marked(mark: str, text: str) -> str:
     if text[-1] == "\n":
         return marked[: -len(mark)]
     return marked + "\n" + NO_NEWLINE
-
-
-def _line_starts(text: str, at: int) -> bool:
-    return at == 0 or text[at - 1] == "\n"
 
 
 def _lines(text: str) -> list[str]:
