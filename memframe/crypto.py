@@ -490,11 +490,12 @@ def _utf8(data: bytes) -> str:
 
 def _open_chained(
     aead: Any, blob: bytes, place: bytes, legacy_ad: bytes | None, base: Any = None
-) -> tuple[bytes, bytes | None]:
+) -> tuple[bytes, bytes | None, tuple[int, int] | None]:
     """Open a v2 text at `place`; a v1 one only when `legacy_ad` (its v1 associated data) is given.
     `base(version, previous_hash)` returns the UTF-8 bytes of the version a delta is made against.
     Returns the text's UTF-8 bytes (checked where they are decoded: a delta's bases are bytes
-    only) and, for a re-seal, the hash of the ciphertext it stands for (else None).
+    only), for a re-seal the hash of the ciphertext it stands for (else None), and for a delta the
+    (prefix, suffix) bytes it keeps of its base, the version before (else None; see `_decode`).
 
     cryptography's exceptions are imported only when something fails: `memframe history -p`
     opens every revision and is measured against `git log -p` (so the header is read here
@@ -522,7 +523,7 @@ def _open_chained(
             raise ValueError("not a sealed text")
         if len(blob) < V1_OVERHEAD:
             raise ValueError("shorter than a sealed text")
-        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad), None
+        return aead.decrypt(view[:NONCE_BYTES], view[NONCE_BYTES:], legacy_ad), None, None
     except Exception as exc:
         from cryptography.exceptions import InvalidTag
 
@@ -544,18 +545,23 @@ def _inflate(payload: bytes | memoryview, limit: int) -> bytes:
     return data
 
 
-def _decode(plain: bytes, size: int, previous: bytes, base: Any = None) -> tuple[bytes, bytes | None]:
+def _decode(
+    plain: bytes, size: int, previous: bytes, base: Any = None
+) -> tuple[bytes, bytes | None, tuple[int, int] | None]:
     """The text of an opened v2 plaintext (`size` and `previous` from its header): the payload is
-    read in place, at an offset past its encoding byte (and a re-seal's hash), never copied first."""
+    read in place, at an offset past its encoding byte (and a re-seal's hash), never copied first.
+    With it, a re-seal's original hash, and a delta's (prefix, suffix): what it shares with its base
+    at each end, as the writer found them (`_shared_ends`); a reader must not rely on their being
+    the most it shares (`memframe.core.diffs.unified_diff_text` checks them)."""
     if not plain:
         raise ValueError("unknown payload encoding")
-    encoding, at, original = plain[0], 1, None
+    encoding, at, original, ends = plain[0], 1, None, None
     if encoding == RESEAL:  # a re-seal: the original's hash, then an ordinary payload
         if len(plain) < 1 + HASH_BYTES + 1 or plain[1 + HASH_BYTES] == RESEAL:
             raise ValueError("damaged re-seal")
         original, encoding, at = plain[1 : 1 + HASH_BYTES], plain[1 + HASH_BYTES], 2 + HASH_BYTES
     if encoding == DELTA:
-        data = _undelta(plain, at, size, previous, base)
+        data, ends = _undelta(plain, at, size, previous, base)
     elif encoding == RAW:
         data = plain[at:]
     elif encoding == ZLIB:
@@ -564,11 +570,12 @@ def _decode(plain: bytes, size: int, previous: bytes, base: Any = None) -> tuple
         raise ValueError("unknown payload encoding")
     if len(data) != size:
         raise ValueError("the text is not the size its header says")
-    return data, original
+    return data, original, ends
 
 
-def _undelta(plain: bytes, at: int, size: int, previous: bytes, base: Any) -> bytes:
-    """The text of the delta that starts at `plain[at]`, against `base(version, previous)`."""
+def _undelta(plain: bytes, at: int, size: int, previous: bytes, base: Any) -> tuple[bytes, tuple[int, int]]:
+    """The text of the delta that starts at `plain[at]`, against `base(version, previous)`, and the
+    (prefix, suffix) it keeps of the base."""
     if len(plain) - at < _DELTA_HEAD.size:
         raise ValueError("damaged delta")
     base_version, prefix, suffix, packing = _DELTA_HEAD.unpack_from(plain, at)
@@ -581,7 +588,7 @@ def _undelta(plain: bytes, at: int, size: int, previous: bytes, base: Any) -> by
         raise ValueError("a delta that does not fit its base")
     at += _DELTA_HEAD.size
     middle = _inflate(memoryview(plain)[at:], size) if packing else plain[at:]
-    return old[:prefix] + middle + old[len(old) - suffix :]
+    return old[:prefix] + middle + old[len(old) - suffix :], (prefix, suffix)
 
 
 def open_sealed(
@@ -649,6 +656,18 @@ class Opener:
             return ""
         return _utf8(self._open(blob, version, legacy, fetch or self._fetch)[0])
 
+    def with_ends(
+        self, blob: bytes | None, version: int, *, legacy: bool = False, fetch: Fetch | None = None
+    ) -> tuple[str, tuple[int, int] | None]:
+        """The text, as a call opens it, and what it is known to share with `version - 1` (its base,
+        when it is stored as a delta): (prefix, suffix) in characters, for `unified_diff_text`'s `ends`.
+        None when it was not opened from a delta here, or is not ASCII (the delta counts bytes)."""
+        if blob is None:
+            return "", None
+        data, _, ends = self._open(blob, version, legacy, fetch or self._fetch)
+        text = _utf8(data)
+        return text, ends if ends is not None and len(text) == len(data) else None
+
     def chain_hash(self, blob: bytes, version: int, *, legacy: bool = False, fetch: Fetch | None = None) -> bytes:
         """What the next version's `prev` must be: the SHA-256 of `blob`, or for a re-seal, of the
         ciphertext it stands for (opening it, if it is one; a v2 text's payload encoding is sealed)."""
@@ -672,15 +691,16 @@ class Opener:
 
     def _open(
         self, blob: bytes, version: int, legacy: bool, fetch: Fetch | None, digest: bytes | None = None
-    ) -> tuple[bytes, bytes | None]:
-        """(UTF-8 text, chain hash) of `blob` at `version`. The chain hash is None where it is the
-        SHA-256 of `blob` itself and not yet known: it is made only when a delta names the text as its
-        base (or `chain_hash` asks), so a history stored whole is opened without hashing a byte."""
+    ) -> tuple[bytes, bytes | None, tuple[int, int] | None]:
+        """(UTF-8 text, chain hash, a delta's ends) of `blob` at `version`. The chain hash is None where
+        it is the SHA-256 of `blob` itself and not yet known: it is made only when a delta names the
+        text as its base (or `chain_hash` asks), so a history stored whole is opened without hashing a
+        byte. The ends are `_decode`'s, when this call decrypted a delta (not for a text held)."""
         opened = self._opened if self._remember else None
         if opened is not None:
             held = opened.get(version)
             if held is not None and held[0] == blob:
-                return held[1], held[2]
+                return held[1], held[2], None
 
         def base(at: int, named: bytes) -> bytes:
             # The version before, from what was opened or through `fetch`: opened (so a swapped row
@@ -693,18 +713,18 @@ class Opener:
                 if fetched is None:  # (an old-format one fails to open below: a delta's base is always v2)
                     raise ValueError("the base of this delta is missing or not the version it names")
                 older = fetched
-                text, chain = self._open(older, at, False, fetch)
+                text, chain, _ = self._open(older, at, False, fetch)
             if (chain or self._sha256(older).digest()) != named:
                 raise ValueError("the base of this delta is missing or not the version it names")
             return text
 
         place = self._place + str(version).encode()
-        data, original = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
+        data, original, ends = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
         if original is None:
             original = digest
         if opened is not None and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
             self._keep(version, blob, data, original)
-        return data, original
+        return data, original, ends
 
 
 def _sha256() -> Callable[[bytes], Any]:

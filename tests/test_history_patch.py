@@ -323,7 +323,7 @@ def test_pages_cut_anywhere_in_a_keyframe_run_match_the_full_cli(memframe_home: 
     assert [r[5] for r in _all_revisions()] == texts[::-1]
 
 
-def _all_revisions() -> list[tuple[int, float, str, str, str, str]]:
+def _all_revisions() -> list[tuple[int, float, str, str, str, str, tuple[int, int] | None]]:
     from memframe.backend.workspaces import load_key
 
     snapshot = local_read.open_local_revisions("w", paths.local_database())

@@ -5,7 +5,7 @@ The output is made here for both ways of reaching the revisions: the full CLI's
 workspace named on a plain command line. The short path is taken before argparse,
 the service or the backends are imported: it reads the revisions in one query-only
 snapshot (`memframe.service.reads`), decrypts each as it arrives, diffs it
-against the one before with `unified_diff_text` (which splits only the lines that
+against the one before with `unified_diff_counted` (which splits only the lines that
 changed and their context), and writes the whole output once. Whatever it is not
 sure of (a remote, an option it does not know, a database the service must migrate
 first, a workspace the local user is not a member of, a page over the service's
@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from memframe.cli.output import when
-from memframe.core.diffs import unified_diff_text
+from memframe.core.diffs import unified_diff_counted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -112,11 +112,11 @@ def patch_backend(backend: SealedBackend, limit: int, before: int | None) -> byt
     wanted = sorted({r.version for r in rows} | {r.version - 1 for r in rows if r.version > 1})
     texts = backend.read_revisions(wanted)
     revisions: list[Revision] = [
-        (r.version, r.created_at, r.author.value, r.actor, r.operation.value, texts[r.version]) for r in rows
+        (r.version, r.created_at, r.author.value, r.actor, r.operation.value, texts[r.version], None) for r in rows
     ]
     if rows and rows[-1].version > 1:  # the text the oldest shown revision is diffed against
         base = rows[-1].version - 1
-        revisions.append((base, 0.0, "", "", "", texts[base]))
+        revisions.append((base, 0.0, "", "", "", texts[base], None))
     return render_patch(revisions, limit)
 
 
@@ -124,21 +124,30 @@ def render_patch(revisions: Iterable[Revision], limit: int) -> bytes:
     """Up to `limit` revisions, newest first, each with its diff against the revision before it.
 
     `revisions` runs newest first and also holds the revision before the oldest one shown,
-    unless that one is revision 1.
+    unless that one is revision 1. A revision's `ends` (what its text shares with the one before,
+    when its delta says so) spares the diff its search for them.
     """
     out: list[bytes] = []  # encoded piece by piece: a diff is mostly ASCII, which encodes as a copy
     stream = iter(revisions)
     newer = next(stream, None)
+    newlines = None if newer is None else newer[5].count("\n")  # in the newer text: counted once, then carried
     for _ in range(limit):
         if newer is None:
             break
         older = next(stream, None)
-        version, created_at, author, actor, operation, text = newer
+        version, created_at, author, actor, operation, text, ends = newer
         if (older[0] if older is not None else 0) != version - 1:
             from memframe.core.errors import NotFound
 
             raise NotFound(f"There is no revision {version - 1}.")
-        diff = unified_diff_text(older[5] if older else "", text, f"revision {version - 1}", f"revision {version}")
+        diff, newlines = unified_diff_counted(
+            older[5] if older else "",
+            text,
+            f"revision {version - 1}",
+            f"revision {version}",
+            ends=ends,
+            newlines_b=newlines,
+        )
         out.append(f"revision {version} · {when(created_at)} · {author} {actor} · {operation}\n".encode())
         out.append(diff.encode())
         out.append(b"\n")

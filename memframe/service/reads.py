@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    #: (version, created_at, author, actor, operation, text): a revision as `history -p` shows it.
-    Revision = tuple[int, float, str, str, str, str]
+    #: (version, created_at, author, actor, operation, text, ends): a revision as `history -p` shows it;
+    #: ends, when known, is what the text shares with the revision before (`Opener.with_ends`).
+    Revision = tuple[int, float, str, str, str, str, tuple[int, int] | None]
 
 #: `memframe.core.types.MEMORY_PATH` and `memframe.service.accounts.LOCAL_USER`.
 MEMORY_PATH = ".zudotext/memory/MEMORY.md"
@@ -148,9 +149,9 @@ def _opened(
 ) -> Iterator[Revision]:
     """A run of rows (newest first, each with whether an old-format text may open there) with their
     texts, opened oldest first and shown newest first."""
-    texts = [open_blob(row[5], row[0], legacy=legacy) for row, legacy in reversed(run)]
-    for (row, _), text in zip(run, reversed(texts), strict=True):
-        yield row[0], row[1], row[2], row[3], row[4], text
+    texts = [open_blob.with_ends(row[5], row[0], legacy=legacy) for row, legacy in reversed(run)]
+    for (row, _), (text, ends) in zip(run, reversed(texts), strict=True):
+        yield row[0], row[1], row[2], row[3], row[4], text, ends
 
 
 def open_local_revisions(workspace_id: str, db: str | Path) -> LocalRevisions | None:
