@@ -127,13 +127,13 @@ class CaptureMixin(AssistantBase):
             return self._replay(
                 admission, int(committed_version), committed_hash, _request_hash(changes, expected_version)
             )
+        rival_seen = self._rivals.wait(workspace_id, expected_version) or rival_seen  # one took off meanwhile
         # The key session is resolved immediately before the batch (an evicted or forgotten one fails
         # here); an explicit revocation is also a durable row, which the fence's predicate reads.
         # One look at the session gives the key that seals and the opener that holds its opened heads.
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if self.before_fence_batch is not None:
             self.before_fence_batch()
-        rival_seen = self._rivals.wait(workspace_id, expected_version) or rival_seen  # one took off meanwhile
         self._refuse_known_stale(workspace_id, expected_version, rival_seen=rival_seen)
         now = self.db.clock()
         params = {
@@ -216,16 +216,16 @@ class CaptureMixin(AssistantBase):
 
     def _refuse_known_stale(self, workspace_id: str, expected_version: int, *, rival_seen: bool) -> None:
         """The batch's first two answers, given before joining a group where they are already
-        certain: a negative base, and a base below the current version (versions only grow, so
-        the batch would find it stale too). Same refusal, same place in the order of refusals
-        (after the credential, idempotency and key-session checks, before every other one), but
-        a writer that lost the race is told without queueing behind the group commit or taking
-        a savepoint there. The version is read where a read costs microseconds (SQLite), or
-        after a rival with the same base answered (likely stale); otherwise the batch judges,
-        with the same answer, and the capture that lands pays no extra round trip."""
+        certain: a negative base, and, after a rival with the same base answered, a base below
+        the current version (versions only grow, so the batch would find it stale too). Same
+        refusal, same place in the order of refusals (after the credential, idempotency and
+        key-session checks, before every other one), but a writer that lost the race is told
+        without queueing behind the group commit or taking a savepoint there. Without a rival
+        the version is not read here: the capture that lands pays nothing for this, and a base
+        made stale by a person's Save is judged by the batch, with the same answer."""
         if expected_version < 0:
             raise InvalidInput("The base version cannot be negative.")
-        if not (self.db.local_reads or rival_seen):
+        if not rival_seen:
             return
         row = self.db.read_row(_CURRENT_VERSION, (workspace_id, MEMORY_PATH))
         current = 0 if row is None else int(row[0])
