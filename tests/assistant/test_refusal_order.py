@@ -2,11 +2,11 @@
 
 A capture is judged in one order: the credential, the Idempotency-Key, the turn's earlier
 commit (replay or refusal), the key session; then the base (negative, then stale); then the
-tombstone, the edits and the fence's predicates. A stale base is refused before the batch where
-the refusal is already certain (`CaptureMixin._refuse_known_stale`), and a capture whose rival
-with the same base is in flight waits for it first; these tests pin that neither moved any
-answer: each other reason alone, with a stale base, gives the answer listed here, and nothing is
-written or consumed either way.
+tombstone, the edits and the fence's predicates. A capture whose rival with the same base is in
+flight waits for its answer, and is then refused before the batch if its base is stale by then
+(`CaptureMixin._refuse_known_stale`); these tests pin that neither moved any answer: each other
+reason alone, with a stale base, gives the answer listed here, with or without a rival, and
+nothing is written or consumed either way.
 """
 
 from __future__ import annotations
@@ -325,3 +325,41 @@ def test_a_capture_behind_a_rival_that_is_refused_still_lands(
     assert isinstance(rival_out["error"], FenceRefused)
     assert "error" not in waiter_out and _head(stage) == 3
     assert stage.consumed(second.admission) and not stage.consumed(first.admission)
+
+
+#: The cases of BEFORE_THE_BASE that leave the rival's own turn and key session alone.
+_WAITER_ONLY = [
+    "no credential",
+    "a forged nonce",
+    "another workspace's credential",
+    "an Idempotency-Key of another turn",
+    "no key session presented",
+    "an unknown key session",
+    "a negative base",
+]
+
+
+@pytest.mark.race
+@pytest.mark.parametrize("case", [*_WAITER_ONLY, "a newer turn took the credential"])
+def test_behind_a_rival_that_lands_each_refusal_keeps_its_place(
+    stale: tuple[Stage, Attempt], monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The early refusal after a rival landed gives the answer the batch would: a reason judged
+    before the base still wins, and the stale base still wins over one judged after it."""
+    stage, first = stale
+    first.expected = 2
+    second = Attempt(stage.admit("other"), expected=2)
+    if case in BEFORE_THE_BASE:
+        shape, answer = BEFORE_THE_BASE[case]
+    else:
+        shape, answer = AFTER_THE_BASE[case], VersionConflict
+    shape(stage, second)
+    held = HeldBatches(stage, monkeypatch)
+    rival, rival_out = _in_thread("held", lambda: first.run(stage))
+    assert held.entered.wait(30)
+    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
+    rival.join(30)
+    waiter.join(30)
+    assert "error" not in rival_out and _head(stage) == 3
+    assert type(waiter_out["error"]) is answer
+    assert not stage.consumed(second.admission)
