@@ -13,7 +13,9 @@ import hashlib
 import json
 import secrets
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from memframe import crypto
@@ -37,12 +39,66 @@ _CAPTURE_ADMISSION = (
     f"SELECT {ADMISSION_COLUMNS}, committed_version, commit_request_hash FROM workspace_memory_admissions WHERE id = ?"
 )
 
+_CURRENT_VERSION = "SELECT current_version FROM files WHERE workspace_id = ? AND path = ?"
+
 
 class _FenceDidNotHold(Exception):
     """A capture's batch found its fence row or its admission not as the fence requires."""
 
 
+class _Rivals:
+    """The captures of this process now between their last check and their batch's answer, by
+    (workspace, expected version): of two such captures at most one can land.
+
+    A capture that finds a rival in flight waits for its answer before judging its own; if the
+    rival landed, its own base is then known stale and is refused before it queues for the group
+    commit (see `CaptureMixin._refuse_known_stale`). Without this, the writers that lost a race
+    re-check their admissions, hash their requests and take their savepoints in the next group
+    while the winner's batch runs, all on one interpreter, to be refused there anyway. Only ever
+    a wait: every answer, and the order refusals are decided in, is what it is without it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Each rival's lock, held by it until it has its answer.
+        self._flying: dict[tuple[str, int], threading.Lock] = {}
+
+    def wait(self, workspace_id: str, expected_version: int) -> bool:
+        """Wait for the rival in flight, if there is one; True if there was."""
+        with self._lock:
+            rival = self._flying.get((workspace_id, expected_version))
+        if rival is None:
+            return False
+        # Each waiter passes the released lock on to the next: the rival wakes one thread, not all
+        # of them at once (an Event's notify_all, measured: 37 µs for seven waiters against 6 µs).
+        rival.acquire()
+        rival.release()
+        return True
+
+    @contextmanager
+    def flying(self, workspace_id: str, expected_version: int) -> Iterator[None]:
+        """This capture's batch, announced to its rivals until it has its answer (unless another
+        capture with the same base is announced already: then both queue, and the batch judges)."""
+        key = (workspace_id, expected_version)
+        with self._lock:
+            announced = key not in self._flying
+            if announced:
+                mine = self._flying[key] = threading.Lock()
+                mine.acquire()
+        try:
+            yield
+        finally:
+            if announced:
+                with self._lock:
+                    del self._flying[key]
+                mine.release()
+
+
 class CaptureMixin(AssistantBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._rivals = _Rivals()
+
     def commit_capture(
         self,
         workspace_id: str,
@@ -56,7 +112,9 @@ class CaptureMixin(AssistantBase):
         """The only automatic writer. Scope, idempotency and key-session checks first; then
         one transaction: the version (expected version, no tombstone revival), the fence row
         whose CHECK judges the admission, and the admission marked committed."""
-        request_hash = _request_hash(changes, expected_version)
+        # A rival with the same base in flight: its answer first, so this capture's checks run after
+        # the rival's batch instead of beside it (on one interpreter), and see whether it landed.
+        rival_seen = self._rivals.wait(workspace_id, expected_version)
         # One statement, no transaction: the caller's thread does as little as it can before the
         # batch, where the thread committing the group does the rest (see `batch` below).
         admission_id, _ = parse_credential(credential)
@@ -66,13 +124,17 @@ class CaptureMixin(AssistantBase):
             raise InvalidInput("The Idempotency-Key must be memory:<admissionId> of this turn.")
         committed_version, committed_hash = row[-2:]
         if committed_version is not None:
-            return self._replay(admission, int(committed_version), committed_hash, request_hash)
+            return self._replay(
+                admission, int(committed_version), committed_hash, _request_hash(changes, expected_version)
+            )
+        rival_seen = self._rivals.wait(workspace_id, expected_version) or rival_seen  # one took off meanwhile
         # The key session is resolved immediately before the batch (an evicted or forgotten one fails
         # here); an explicit revocation is also a durable row, which the fence's predicate reads.
         # One look at the session gives the key that seals and the opener that holds its opened heads.
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if self.before_fence_batch is not None:
             self.before_fence_batch()
+        self._refuse_known_stale(workspace_id, expected_version, rival_seen=rival_seen)
         now = self.db.clock()
         params = {
             "admission_id": admission.id,
@@ -89,6 +151,7 @@ class CaptureMixin(AssistantBase):
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
+            request_hash = _request_hash(changes, expected_version)  # only a capture that may land needs it
             base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
             text = apply_memory_changes(base_text, list(changes))
@@ -130,7 +193,8 @@ class CaptureMixin(AssistantBase):
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
-            info = self.db.write_together(batch)
+            with self._rivals.flying(workspace_id, expected_version):
+                info = self.db.write_together(batch)
         except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
@@ -149,6 +213,24 @@ class CaptureMixin(AssistantBase):
         with self.db.read() as conn:
             version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
         return CaptureReceipt(a.id, version.info, replayed=True)
+
+    def _refuse_known_stale(self, workspace_id: str, expected_version: int, *, rival_seen: bool) -> None:
+        """The batch's first two answers, given before joining a group where they are already
+        certain: a negative base, and, after a rival with the same base answered, a base below
+        the current version (versions only grow, so the batch would find it stale too). Same
+        refusal, same place in the order of refusals (after the credential, idempotency and
+        key-session checks, before every other one), but a writer that lost the race is told
+        without queueing behind the group commit or taking a savepoint there. Without a rival
+        the version is not read here: the capture that lands pays nothing for this, and a base
+        made stale by a person's Save is judged by the batch, with the same answer."""
+        if expected_version < 0:
+            raise InvalidInput("The base version cannot be negative.")
+        if not rival_seen:
+            return
+        row = self.db.read_row(_CURRENT_VERSION, (workspace_id, MEMORY_PATH))
+        current = 0 if row is None else int(row[0])
+        if expected_version < current:
+            raise VersionConflict(current)
 
     @staticmethod
     def _current_base(conn: sqlite3.Connection, workspace_id: str, expected_version: int) -> bytes | None:
