@@ -22,7 +22,7 @@ Keys travel base64 in bodies; the credential is `Authorization: Bearer …`.
 Two framings of those same calls, credential and answers. `memframe keysessions --listen` serves
 them over HTTP (`create_keysessions_app`: a proxy or TLS may stand in between, and tests reach it
 in-process over ASGI). serve's private service for its own workers, on a unix socket, speaks one
-JSON line per call (`line_handler`): there HTTP framing was most of each round trip's CPU, and a
+JSON line per call (`LineProtocol`): there HTTP framing was most of each round trip's CPU, and a
 round trip precedes every recall and every batch.
 """
 
@@ -36,7 +36,7 @@ import json
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -44,14 +44,16 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from memframe.core.errors import KeySessionUnavailable
+from memframe.service.keysession_client import RESOLVED
 from memframe.service.keysessions import KeySessions
 
 #: The largest body a call may send (a key is 44 base64 characters; ids are short).
 MAX_BODY_BYTES = 4096
 #: The longest line a call may send over the line framing (its body plus the framing and credential).
 LINE_LIMIT = MAX_BODY_BYTES + 1024
-#: How much of what has arrived on a connection one wake-up reads (many pipelined calls' lines).
-READ_BYTES = 1 << 16
+
+_scan = json.JSONDecoder().raw_decode
+_JSON_SPACE = " \t\n\r"
 
 
 def _refusal(status: int, code: str, message: str) -> JSONResponse:
@@ -164,42 +166,65 @@ def create_keysessions_app(sessions: KeySessions, credential: str | None) -> Sta
 # --- the same calls, one JSON line each ------------------------------------------------------------
 
 
-def line_handler(
-    sessions: KeySessions, credential: str | None
-) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
-    """The service as one JSON line per call, for `asyncio.start_unix_server` (serve's private socket).
+class LineProtocol(asyncio.Protocol):
+    """The service as one JSON line per call on one connection (serve's private unix socket).
 
     HTTP framing was most of a round trip's CPU on both sides (uvicorn/h11/Starlette here, httpx in
     every worker), paid before every recall and batch; these are the same calls, credential and
     answers, framed as `{"call", "authorization", "body"}` → `{"status", "body"}`, one line each,
     several calls on one kept connection. A client may pipeline them (write its next calls before
     the answers to the earlier ones come: a worker's recalls awaiting their resolves on its event
-    loop); each wake-up here reads every line that has arrived, answers them in order and writes
-    the answers together, so one wake-up serves several recalls. A line longer than any call needs
-    is refused (after the answers to the lines before it) and the connection closed."""
-    expected = _expected(credential)
-    calls = keysession_calls(sessions)
+    loop).
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        pending = b""  # the start of a line whose end has not arrived yet
-        try:
-            while True:
-                chunk = await reader.read(READ_BYTES)
-                if not chunk:
-                    return
-                *lines, pending = (pending + chunk).split(b"\n")
-                answers, refused = _answer_lines(calls, expected, lines, pending)
-                if answers:
-                    writer.write(answers)
-                    await writer.drain()
-                if refused:
-                    return
-        except (ConnectionError, OSError):
+    A protocol, not a stream handler: every wake-up's bytes arrive in `data_received`, where every
+    whole line is answered in order and the answers go out in one write, with no task, reader or
+    future between the socket and the answer. Measured on 2 cores, one resolve at a time, back to
+    back: a stream handler on asyncio's loop spent ~50-80 µs of the service's CPU per call, this
+    protocol on uvloop with the framing below ~10-15 µs. A client that stops reading its answers
+    stops being read (`pause_writing` pauses reading until the answers drain). A line longer than
+    any call needs is refused (after the answers to the lines before it) and the connection closed."""
+
+    def __init__(
+        self,
+        calls: dict[str, Callable[[dict[str, Any]], dict[str, Any]]],
+        expected: bytes | None,
+        connections: set[asyncio.Transport],
+    ) -> None:
+        self._calls, self._expected = calls, expected
+        self._connections = connections  # every open one, closed when the service stops
+        self._pending = b""  # the start of a line whose end has not arrived yet
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is one without subclassing it
+        self._connections.add(self._transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._transport is not None:
+            self._connections.discard(self._transport)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
-        finally:
-            writer.close()
+        *lines, self._pending = (self._pending + data).split(b"\n")
+        answers, refused = _answer_lines(self._calls, self._expected, lines, self._pending)
+        if answers:
+            transport.write(answers)
+        if refused:
+            self._pending = b""
+            transport.close()
 
-    return handle
+    def eof_received(self) -> bool:
+        return False  # the client is done: close our side too
+
+    def pause_writing(self) -> None:
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
 
 
 def _answer_lines(
@@ -225,7 +250,7 @@ def _answer_line(
     calls: dict[str, Callable[[dict[str, Any]], dict[str, Any]]], expected: bytes | None, line: bytes
 ) -> tuple[int, dict[str, Any]]:
     try:
-        framed = json.loads(line)
+        framed = _parsed(line)
     except ValueError:
         return 422, {"error": "invalid_input", "message": "The call is not one line of JSON."}
     if not isinstance(framed, dict):
@@ -239,7 +264,27 @@ def _answer_line(
     return _answer(call, framed.get("body", {}))
 
 
+def _parsed(line: bytes) -> Any:
+    """One line's JSON value (ValueError if it is not exactly one): json.loads without its bytes
+    sniffing and second whitespace scan, which were half of what it cost per call."""
+    text = line.decode().strip(_JSON_SPACE)  # not UTF-8: UnicodeDecodeError, a ValueError
+    value, end = _scan(text)
+    if end != len(text):
+        raise ValueError("more than one JSON value")
+    return value
+
+
+def _is_base64(text: str) -> bool:
+    """Only letters, digits, + and / (then = padding): nothing JSON would escape."""
+    return text.isascii() and text.rstrip("=").replace("+", "").replace("/", "").isalnum()
+
+
 def _line(status: int, payload: dict[str, Any]) -> bytes:
+    """An answer line. A resolve's, the one that precedes every recall, is framed as the client
+    recognises it without parsing (`keysession_client.RESOLVED`: the same bytes json.dumps writes)."""
+    if status == 200 and len(payload) == 1 and isinstance(key := payload.get("key"), str) and _is_base64(key):
+        head, tail = RESOLVED
+        return b"".join((head, key.encode("ascii"), tail, b"\n"))
     return json.dumps({"status": status, "body": payload}, separators=(",", ":")).encode() + b"\n"
 
 
@@ -247,9 +292,17 @@ _TOO_LARGE = _line(413, {"error": "too_large", "message": "The request is larger
 
 
 async def serve_lines(sessions: KeySessions, credential: str | None, sock: socket.socket, stop: asyncio.Event) -> None:
-    """`line_handler` on a bound, listening unix socket until `stop` is set."""
-    server = await asyncio.start_unix_server(line_handler(sessions, credential), sock=sock, limit=LINE_LIMIT)
+    """`LineProtocol` over `sessions` on a bound, listening unix socket until `stop` is set, answering
+    only callers that present `credential`; then every connection is closed (its client hears the
+    service is gone at once, rather than at its timeout)."""
+    expected, calls = _expected(credential), keysession_calls(sessions)
+    connections: set[asyncio.Transport] = set()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: LineProtocol(calls, expected, connections), sock=sock)
     try:
         await stop.wait()
     finally:  # not `async with`: from 3.12 that waits for every kept connection to be closed by its worker
         server.close()
+        for transport in list(connections):
+            transport.close()
+        await asyncio.sleep(0)  # their connection_lost, before the loop goes

@@ -152,7 +152,10 @@ def run_private(uds: str, credential: str, idle: float, lifetime: float) -> None
 
 
 def _serve_lines(sessions: Any, credential: str, sock: socket.socket) -> None:
-    """serve's private service: one JSON line per call (`keysessions_app.line_handler`), until SIGTERM."""
+    """serve's private service: one JSON line per call (`keysessions_app.LineProtocol`), until SIGTERM.
+
+    On uvloop where it is installed, as the workers' uvicorn runs (`api.server.uvicorn_config`): a
+    round trip here precedes every recall, and uvloop's loop and transports cost less per wake-up."""
     import asyncio
 
     from memframe.api.keysessions_app import serve_lines
@@ -162,7 +165,17 @@ def _serve_lines(sessions: Any, credential: str, sock: socket.socket) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         await serve_lines(sessions, credential, sock, stop)
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        runner.run(main())
+
+
+def _loop_factory() -> Any:
+    """uvloop's event loop maker, or None (asyncio's own) where uvloop is not installed."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 def stop_with_parent() -> None:

@@ -25,10 +25,12 @@ import asyncio
 import base64
 import contextlib
 import json
+import json.encoder
+import re
 import socket
 import threading
 from collections import OrderedDict, deque
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -43,6 +45,13 @@ TIMEOUT_SECONDS = 3.0
 MAX_OPENERS = 256
 #: The longest answer line read from the line framing (sessions-of may list many sessions).
 ANSWER_LIMIT = 1 << 20
+#: A resolve's answer on the line framing, around the key in base64: exactly the bytes of
+#: `{"status":200,"body":{"key":…}}` as JSON, which the service writes and this client recognises
+#: without a JSON parse (one precedes every recall).
+RESOLVED = (b'{"status":200,"body":{"key":"', b'"}}')
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
+#: A str as a JSON string, every character beyond ASCII escaped (json's own encoder, in C).
+_string = json.encoder.encode_basestring_ascii
 
 
 class RemoteKeySessions:
@@ -64,6 +73,7 @@ class RemoteKeySessions:
         self._uds = uds if transport is None else None
         self._timeout = timeout
         self._authorization = "" if credential is None else f"Bearer {credential}"
+        self._framed_authorization = _string(self._authorization)  # as it goes into every line
         self._idle: list[tuple[socket.socket, Any]] = []  # kept line connections, one per call in flight
         self._http = httpx.Client(
             base_url=url,
@@ -97,7 +107,11 @@ class RemoteKeySessions:
         return _judged(*await pipe.call(self._line(name, body)))
 
     def _line(self, name: str, body: dict[str, Any]) -> bytes:
-        return json.dumps({"call": name, "authorization": self._authorization, "body": body}).encode() + b"\n"
+        """One call as the line service reads it, `{"call", "authorization", "body"}` on one line:
+        the JSON that json.dumps would give, written from its strings directly (json.dumps cost more
+        of a worker's CPU per round trip than anything else here)."""
+        framed = f'{{"call":{_string(name)},"authorization":{self._framed_authorization},"body":{_object(body)}}}'
+        return framed.encode() + b"\n"
 
     def _http_call(self, name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         try:
@@ -246,92 +260,136 @@ class RemoteKeySessions:
         self._http.close()
 
 
-class _LinePipe:
+class _LinePipe(asyncio.Protocol):
     """One kept unix-socket connection to the line service, on one event loop, its calls pipelined.
 
-    Each call's line is written as it comes, without waiting for the answers before it (the lines
-    of every call made in one turn of the loop go out in one write); the service answers a
-    connection's lines in order, so answers are matched to calls first in, first out. A dead
-    connection (the service restarted or went away, a garbled answer, no answer within the
-    timeout) fails every call still waiting as KeySessionServiceDown and is never used again:
-    the next call connects afresh."""
+    Each call's line is written as it comes, without waiting for the answers before it; the
+    service answers a connection's lines in order, so answers are matched to calls first in, first
+    out. A call made while the service owes no answer is written at once (the service is idle:
+    nothing is gained by waiting, and it starts while this loop goes on); the calls made while
+    answers are owed are gathered and written together at the end of the loop's turn (one send,
+    one wake-up of the service for all of them). Answers are read in `data_received`, which hands
+    each to its waiting call directly: no reader task or stream buffer between the socket and the
+    recall. A dead connection (the service restarted or went away, a garbled or overlong answer,
+    no answer within the timeout) fails every call still waiting as KeySessionServiceDown and is
+    never used again: the next call connects afresh. The timeout is one timer for the connection,
+    not one per call: answers come in order, so the oldest call waiting is the one that is late
+    first; the timer fires at its deadline, and is set again for the next oldest if it was answered."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, path: str, timeout: float) -> None:
         self.loop, self.dead = loop, False
         self._timeout = timeout
-        self._waiting: deque[asyncio.Future[tuple[int, dict[str, Any]]]] = deque()
-        self._writer: asyncio.StreamWriter | None = None
-        self._outgoing: list[bytes] = []  # lines queued this turn of the loop, written by `_flush`
-        self._connected: asyncio.Task[asyncio.StreamWriter] = loop.create_task(self._connect(path))
-        self._reading: asyncio.Task[None] | None = None
+        self._waiting: deque[tuple[asyncio.Future[tuple[int, dict[str, Any]]], float]] = deque()  # and deadlines
+        self._watch: asyncio.TimerHandle | None = None  # at the oldest waiting call's deadline
+        self._transport: asyncio.Transport | None = None
+        self._outgoing: list[bytes] = []  # lines gathered this turn of the loop, written by `_flush`
+        self._incoming = b""  # the start of an answer whose end has not arrived yet
+        self._lost: asyncio.Future[None] = loop.create_future()
+        self._connected: asyncio.Task[None] = loop.create_task(self._connect(path))
+        self._keeper: asyncio.Task[None] | None = None
 
-    async def _connect(self, path: str) -> asyncio.StreamWriter:
+    async def _connect(self, path: str) -> None:
         try:
             async with asyncio.timeout(self._timeout):
-                reader, writer = await asyncio.open_unix_connection(path, limit=ANSWER_LIMIT)
+                await self.loop.create_unix_connection(lambda: self, path)
         except (OSError, TimeoutError):
             self.dead = True
             raise KeySessionServiceDown() from None  # the error names the socket's path, never a key
         if self.dead:  # closed while it was connecting
-            writer.close()
+            if self._transport is not None:
+                self._transport.close()
             raise KeySessionServiceDown()
-        self._writer = writer
-        self._reading = self.loop.create_task(self._read(reader, writer))
-        return writer
+        self._keeper = self.loop.create_task(self._keep())
+
+    async def _keep(self) -> None:
+        """Lives as long as the connection does: a loop that ends cancels it (as asyncio.run does
+        every task left), which closes the connection with the loop."""
+        try:
+            await self._lost
+        finally:
+            self._die()
 
     async def call(self, line: bytes) -> tuple[int, dict[str, Any]]:
         """Write `line` and await its answer (status, body); every failure is KeySessionServiceDown."""
-        await asyncio.shield(self._connected)  # one connect for every call that came meanwhile
-        if self.dead:
+        if self._transport is None:
+            await asyncio.shield(self._connected)  # one connect for every call that came meanwhile
+        if self.dead or self._transport is None:
             raise KeySessionServiceDown()
         answer = self.loop.create_future()
-        self._waiting.append(answer)  # appended and queued in one step: the order answers come in
-        self._outgoing.append(line)
-        if len(self._outgoing) == 1:
-            self.loop.call_soon(self._flush)
-        try:
-            async with asyncio.timeout(self._timeout):
-                return await answer  # cancelled with its caller: its answer, when it comes, is skipped
-        except TimeoutError:  # the service is there but not answering: down, for every call waiting
+        idle = not self._waiting
+        deadline = self.loop.time() + self._timeout
+        self._waiting.append((answer, deadline))  # appended and written (or queued) in one step: answers' order
+        if idle and not self._outgoing:
+            self._transport.write(line)
+        else:
+            self._outgoing.append(line)
+            if len(self._outgoing) == 1:
+                self.loop.call_soon(self._flush)
+        if self._watch is None:
+            self._watch = self.loop.call_at(deadline, self._check)
+        return await answer  # cancelled with its caller: its answer, when it comes, is skipped
+
+    def _check(self) -> None:
+        """The oldest call waiting is past its deadline: the service is there but not answering, so
+        it is down, for every call waiting. Otherwise look again at the deadline of the oldest now."""
+        self._watch = None
+        if self.dead or not self._waiting:
+            return
+        deadline = self._waiting[0][1]
+        if deadline <= self.loop.time():
             self._die()
-            raise KeySessionServiceDown() from None
+        else:
+            self._watch = self.loop.call_at(deadline, self._check)
 
     def _flush(self) -> None:
-        """Every line queued during one turn of the loop, in one write (one send, one wake-up of
-        the service): the loop runs this after the callbacks that were ready with the first one."""
+        """Every line gathered during one turn of the loop, in one write: the loop runs this after
+        the callbacks that were ready with the first one."""
         lines, self._outgoing = self._outgoing, []
-        if not self.dead and self._writer is not None:  # dead: its calls have been failed already
-            self._writer.write(b"".join(lines))
+        if not self.dead and self._transport is not None:  # dead: its calls have been failed already
+            self._transport.write(b"".join(lines))
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                try:
-                    line = await reader.readline()
-                except (ValueError, asyncio.LimitOverrunError, ConnectionError, OSError):
-                    return
-                if not line.endswith(b"\n") or not self._waiting:  # closed, cut short, or unasked for
-                    return
-                answer = self._waiting.popleft()
-                if answer.done():
-                    continue
-                try:
-                    answer.set_result(_framed(line))
-                except KeySessionServiceDown as exc:
-                    answer.set_exception(exc)
-        finally:  # also when the loop ends and cancels this task: the connection closes with it
+    # --- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is one without subclassing it
+
+    def data_received(self, data: bytes) -> None:
+        *answers, self._incoming = (self._incoming + data).split(b"\n")
+        for line in answers:
+            if not self._waiting:  # an answer no call asked for: nothing after it can be trusted
+                return self._die()
+            answer = self._waiting.popleft()[0]
+            if answer.done():  # its caller was cancelled
+                continue
+            try:
+                answer.set_result(_framed(line))
+            except KeySessionServiceDown as exc:
+                answer.set_exception(exc)
+        if len(self._incoming) > ANSWER_LIMIT:
             self._die()
+
+    def eof_received(self) -> bool:
+        self._die()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._lost.done():
+            self._lost.set_result(None)
+        self._die()
+
+    # --- the end ---------------------------------------------------------------------------
 
     def _die(self) -> None:
         self.dead = True
         while self._waiting:
-            answer = self._waiting.popleft()
+            answer = self._waiting.popleft()[0]
             if not answer.done():
                 answer.set_exception(KeySessionServiceDown())
-        if self._writer is not None:
-            self._writer.close()
-        if self._reading is not None and self._reading is not asyncio.current_task(self.loop):
-            self._reading.cancel()
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._transport is not None:
+            self._transport.close()
 
     def close_soon(self) -> None:
         """Close from any thread: on the pipe's loop if it still runs (a closed loop closed it)."""
@@ -395,7 +453,30 @@ def _exchange(conn: tuple[socket.socket, Any], line: bytes) -> tuple[int, dict[s
     return _framed(answer)
 
 
+def _object(body: dict[str, Any]) -> str:
+    """A call's body as JSON: every body is a flat object of strings (and None), written here
+    directly; anything else through json.dumps."""
+    parts = []
+    for name, value in body.items():
+        if value is None:
+            parts.append(f"{_string(name)}:null")
+        elif isinstance(value, str):
+            parts.append(f"{_string(name)}:{_string(value)}")
+        else:
+            return json.dumps(body)
+    return "{" + ",".join(parts) + "}"
+
+
 def _framed(answer: bytes) -> tuple[int, dict[str, Any]]:
+    """An answer line: (status, body). A resolve's answer is recognised by its exact bytes (the line
+    service writes it as `RESOLVED` frames it: a key in base64 has nothing JSON would escape);
+    every other answer is parsed as JSON."""
+    answer = answer.rstrip(b"\n")
+    head, tail = RESOLVED
+    if answer.startswith(head) and answer.endswith(tail):
+        key = answer[len(head) : -len(tail)]
+        if _BASE64.fullmatch(key):
+            return 200, {"key": key.decode("ascii")}
     try:
         framed = json.loads(answer)
         status, payload = int(framed["status"]), framed["body"]
