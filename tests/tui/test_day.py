@@ -193,6 +193,39 @@ def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage:
     drive(app, script)
 
 
+def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage: Stage) -> None:
+    """Textual's footer composes empty, then makes its keys after the first paint, once for every
+    bindings change before that recompose ran; the frame's footer makes them when it mounts, and a
+    burst of bindings changes (focus, an editor made editable) makes them again at most once."""
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+    composed: list[KeyFooter] = []
+
+    class Counting(KeyFooter):
+        def compose(self) -> Any:
+            composed.append(self)
+            return super().compose()
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            footer = app.screen.query_one(KeyFooter)
+            painted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            app.call_after_refresh(lambda: painted.done() or painted.set_result(len(footer.query(FooterKey))))
+            assert await painted > 0  # the keys are in the first paint
+            await settle(pilot)
+            counting = Counting()
+            await app.screen.mount(counting)
+            await settle(pilot)
+            composed.clear()
+            for _ in range(3):  # three changes before the recompose runs: one recompose
+                app.set_keymap({"memframe.changes": "f8"})
+                app.screen.refresh_bindings()
+            await settle(pilot)
+            assert len(composed) == 1 and any(key.key == "f8" for key in counting.query(FooterKey))
+
+    asyncio.run(main())
+
+
 def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Path) -> None:
     """A remapped key is the key every message names: the conflict hint, the failed Save's way out,
     the Assistant's AI switch, a dialog's own keys."""
@@ -477,6 +510,28 @@ def test_the_first_load_begun_before_the_app_runs_is_the_one_shown(stage: Stage)
         assert backend.loads == 2
 
     drive(app, script)
+
+
+def test_a_first_load_done_before_the_screen_mounts_is_in_its_first_paint(stage: Stage) -> None:
+    """The early read `run_frame` begins is usually done before Textual has started: its text goes
+    into the screen's first paint (no paint of an empty editor first, no second read)."""
+    stage.other.save(TEXT, 0)
+    backend = CountingLoads(stage.frame)
+    app = stage.app(backend)
+    app.start_first_load()
+    for thread in threading.enumerate():
+        if thread.name == "memframe-first-load":
+            thread.join(10)
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            painted: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            app.call_after_refresh(lambda: painted.done() or painted.set_result(main_screen(pilot).editor.text))
+            assert await painted == TEXT
+            await settle(pilot)
+            assert main_screen(pilot).state.base_version == 1 and backend.loads == 1
+
+    asyncio.run(main())
 
 
 def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:
