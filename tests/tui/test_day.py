@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
@@ -18,6 +19,7 @@ from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.widgets.editor import markdown_highlighting_available
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import MessageLine, StatusBar
 from tests.tui.conftest import drive
@@ -532,6 +534,26 @@ def test_a_first_load_done_before_the_screen_mounts_is_in_its_first_paint(stage:
             assert main_screen(pilot).state.base_version == 1 and backend.loads == 1
 
     asyncio.run(main())
+
+
+def test_the_editor_made_holding_the_memory_highlights_it_as_markdown(stage: Stage) -> None:
+    """The editor is made with the text of a first read already done, and gets its Markdown
+    highlighting once (set after the TextArea is made): the text, the language and the highlights."""
+    if not markdown_highlighting_available():
+        pytest.skip("textual[syntax] (tree-sitter's Markdown grammar) is not installed")
+    stage.other.save(TEXT, 0)
+    app = stage.app(syntax=True)
+    app.start_first_load()
+    for thread in threading.enumerate():
+        if thread.name == "memframe-first-load":
+            thread.join(10)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        area = main_screen(pilot).editor.area
+        assert area.text == TEXT and area.language == "markdown" and not area.read_only
+        assert area._highlight_query is not None and area._highlights  # Textual's own highlight map
+
+    drive(app, script, size=(100, 30))
 
 
 def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:

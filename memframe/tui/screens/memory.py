@@ -93,9 +93,18 @@ class MemoryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield SizeWarning(id="size-warning")
-        yield MemoryEditor(id="editor", **self._editor_options)  # type: ignore[arg-type]
+        yield MemoryEditor(id="editor", text=self._first_text(), **self._editor_options)  # type: ignore[arg-type]
         yield MessageLine(id="message")
         yield KeyFooter()
+
+    def _first_text(self) -> str:
+        """The memory's text when the first read is done already: the editor is made holding it, rather
+        than made empty and loaded (each costs a parse of the text). The load applies it as before."""
+        first = self._first_load
+        if first is None or not first.done() or first.exception() is not None:
+            return ""
+        doc = first.result().doc
+        return "" if doc is None else doc.text
 
     @property
     def editor(self) -> MemoryEditor:
