@@ -18,6 +18,7 @@ with one of the codes below; argparse's own usage errors exit 2, as argparse doe
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from memframe.cli.output import EXIT_CONFLICT, EXIT_ERROR, EXIT_INTERRUPTED  # the exit codes, in one place
@@ -47,12 +48,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"memframe {__version__}")
         return 0
-    parsed: list[argparse.Namespace] = []
-    # Building the parser reads the settings: a bad config file is one line, like any other failure.
-    code = _guarded(lambda: parsed.append(build_parser(command=argv[0]).parse_args(argv)))
-    if not parsed:
-        return EXIT_ERROR if code is None else code
-    return run(parsed[0])
+    collecting = gc.isenabled()
+    if argv[0] == "frame":
+        # Until the memory is on screen the frame only builds what lives as long as it does (modules,
+        # the store, the app, the main screen): the collector's passes over them are wasted. The frame
+        # turns it back on, and freezes that heap, once its first load is shown (`tui.app.run_frame`).
+        gc.disable()
+    try:
+        parsed: list[argparse.Namespace] = []
+        # Building the parser reads the settings: a bad config file is one line, like any other failure.
+        code = _guarded(lambda: parsed.append(build_parser(command=argv[0]).parse_args(argv)))
+        if not parsed:
+            return EXIT_ERROR if code is None else code
+        return run(parsed[0])
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def build_parser(settings: Settings | None = None, *, command: str | None = None) -> argparse.ArgumentParser:
