@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
+from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, build_parser, main
+from tests.conftest import modules_loaded
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -177,6 +178,42 @@ def test_python_dash_m_and_light_start_up(memframe_home: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert "HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_command_line_parses_as_with_the_whole_parser_when_only_its_group_is_built(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`main` builds the command groups only up to the one holding the command: the frame's start
+    does not build serve's, the Assistant's or the key commands'; what the command line means is the same."""
+    lines = (["frame"], ["frame", "-w", "notes", "--poll", "0.5"], ["show", "--workspace", "x"], ["serve", "--db", "t"])
+    for argv in lines:
+        assert vars(build_parser(command=argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
+    others = ("memframe.cli.server", "memframe.cli.assistant", "memframe.cli.keys", "memframe.cli.mcp")
+    assert modules_loaded("import memframe.cli as c; c.build_parser(command='frame')", others) == []
+    errors = []
+    for parser in (build_parser(command="nope"), build_parser()):  # a word no group holds: every command listed
+        with pytest.raises(SystemExit):
+            parser.parse_args(["nope"])
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and "'serve'" in errors[0] and "'mcp'" in errors[0]
+
+
+def test_the_frame_holds_the_collector_off_only_while_it_starts(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """From the command line to the frame (which turns it on once its memory is shown), no garbage
+    collection passes; whatever happens, the collector is on again when `main` returns."""
+    import gc
+
+    collecting: list[bool] = []
+
+    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
+        collecting.append(gc.isenabled())
+        backend.close()
+        raise RuntimeError("the frame failed")
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        run(capsys)
+    assert collecting == [False] and gc.isenabled()
+    assert run(capsys, "show")[0] == 0 and collecting == [False] and gc.isenabled()
 
 
 def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ draft alone. Nothing is queued and nothing is retried behind the caller's back.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import (
@@ -31,8 +31,10 @@ from memframe.core.errors import (
     Unavailable,
     VersionConflict,
 )
-from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, StoredVersion, VersionInfo
+
+if TYPE_CHECKING:  # named in signatures only: the Assistant's records are not loaded before they are used
+    from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 
 __all__ = [
     "Backend",

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
-from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -21,6 +20,7 @@ from memframe.service.accounts import LOCAL_USER
 if TYPE_CHECKING:
     from memframe.assistant.ingress import AssistantEndpoint
     from memframe.assistant.models import ModelClient
+    from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 
 
 class LocalStore:

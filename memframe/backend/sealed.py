@@ -12,12 +12,12 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memframe import crypto
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
-from memframe.core.edits import apply_memory_changes, parse_changes
 from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
@@ -31,7 +31,6 @@ from memframe.core.errors import (
     WrongKey,
 )
 from memframe.core.paths import proposal_path
-from memframe.core.turns import AIConsent, Proposal, ProposalRecord, ProposalStatus, Receipt, TurnResult
 from memframe.core.types import (
     MEMORY_PATH,
     MemoryDocument,
@@ -42,6 +41,9 @@ from memframe.core.types import (
     StoredVersion,
     VersionInfo,
 )
+
+if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
+    from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
 @dataclass
@@ -554,6 +556,9 @@ class SealedBackend:
         return [self._open_proposal(record) for record in self.store.proposals()]
 
     def _open_proposal(self, record: ProposalRecord) -> Proposal:
+        from memframe.core.edits import parse_changes
+        from memframe.core.turns import Proposal
+
         raw = crypto.open_proposal(
             self._key,
             record.sealed_edits,
@@ -571,6 +576,9 @@ class SealedBackend:
         )
 
     def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
+        from memframe.core.edits import apply_memory_changes
+        from memframe.core.turns import ProposalStatus
+
         proposal = next((p for p in self.proposals() if p.id == proposal_id), None)
         if proposal is None:
             raise NotFound("No such pending proposal.")
@@ -587,6 +595,8 @@ class SealedBackend:
         return info
 
     def dismiss_proposal(self, proposal_id: str) -> None:
+        from memframe.core.turns import ProposalStatus
+
         self.store.resolve_proposal(proposal_id, ProposalStatus.DISMISSED)
 
     def close(self) -> None:

@@ -18,6 +18,7 @@ with one of the codes below; argparse's own usage errors exit 2, as argparse doe
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from memframe.cli.output import EXIT_CONFLICT, EXIT_ERROR, EXIT_INTERRUPTED  # the exit codes, in one place
@@ -47,20 +48,35 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"memframe {__version__}")
         return 0
-    parsed: list[argparse.Namespace] = []
-    # Building the parser reads the settings: a bad config file is one line, like any other failure.
-    code = _guarded(lambda: parsed.append(build_parser().parse_args(argv)))
-    if not parsed:
-        return EXIT_ERROR if code is None else code
-    return run(parsed[0])
+    collecting = gc.isenabled()
+    if argv[0] == "frame":
+        # Until the memory is on screen the frame only builds what lives as long as it does (modules,
+        # the store, the app, the main screen): the collector's passes over them are wasted. The frame
+        # turns it back on, and freezes that heap, once its first load is shown (`tui.app.run_frame`).
+        gc.disable()
+    try:
+        parsed: list[argparse.Namespace] = []
+        # Building the parser reads the settings: a bad config file is one line, like any other failure.
+        code = _guarded(lambda: parsed.append(build_parser(command=argv[0]).parse_args(argv)))
+        if not parsed:
+            return EXIT_ERROR if code is None else code
+        return run(parsed[0])
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
-    """The whole command line; option defaults come from `settings` (default: the current ones)."""
+def build_parser(settings: Settings | None = None, *, command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; option defaults come from `settings` (default: the current ones).
+
+    With `command` (the first word of the command line), the command groups are registered in their
+    usual order only until one holds that command: the command line parses exactly as with the whole
+    parser, and the frame does not build (or import) the other groups before its first paint. A word
+    no group holds gets the whole parser, so its error lists every command."""
     import argparse
+    from importlib import import_module
 
     from memframe import settings as settings_module
-    from memframe.cli import assistant, keys, keysessions, mcp, memory, server
     from memframe.cli.options import workspace_options
 
     current = settings_module.current() if settings is None else settings
@@ -71,12 +87,18 @@ def build_parser(settings: Settings | None = None) -> argparse.ArgumentParser:
     )
     parser.set_defaults(settings=current)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    memory.register(sub, common)
-    keys.register(sub, common)
-    assistant.register(sub, common, current)
-    server.register(sub, current)
-    keysessions.register(sub, current)  # `keysessions`: the key-session service several servers share
-    mcp.register(sub, common, current)  # `mcp`: notes + Assistant for MCP clients
+    groups: list[tuple[str, tuple[object, ...]]] = [
+        ("memory", (common,)),
+        ("keys", (common,)),
+        ("assistant", (common, current)),
+        ("server", (current,)),
+        ("keysessions", (current,)),  # `keysessions`: the key-session service several servers share
+        ("mcp", (common, current)),  # `mcp`: notes + Assistant for MCP clients
+    ]
+    for name, options in groups:
+        import_module(f"memframe.cli.{name}").register(sub, *options)
+        if command is not None and command in sub.choices:
+            break
     return parser
 
 

@@ -39,19 +39,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import multiprocessing
 import os
 import secrets
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
+
+# multiprocessing, tempfile and shutil are imported where the supervisor uses them: every command
+# line (the frame's too) builds `serve`'s options from this module, and only serve runs workers.
 
 #: Worker deaths within `CRASH_WINDOW` seconds that make serve give up instead of replacing them.
 CRASH_LIMIT = 5
@@ -171,6 +170,8 @@ class _Supervisor:
         self.args = args
         self.serving = serving
         self.sockets = sockets  # worker i's listening socket, kept open here for its replacements
+        import multiprocessing
+
         self.context = multiprocessing.get_context("spawn")
         self.workers: list[Any] = []
         self.deaths: list[float] = []
@@ -189,6 +190,8 @@ class _Supervisor:
         from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
 
         if self.private_dir is None:
+            import tempfile
+
             self.private_dir = tempfile.mkdtemp(prefix="memframe-keysessions-")  # mode 0700
             self.spec = (PRIVATE_URL, secrets.token_urlsafe(32), str(Path(self.private_dir) / "ks.sock"))
         _, credential, uds = self.spec
@@ -232,6 +235,8 @@ class _Supervisor:
             self._stop_all()
 
     def _watch(self) -> int:
+        from multiprocessing.connection import wait
+
         while self.signal is None:
             watched = [w.sentinel for w in self.workers]
             if self.keysessions is not None:
@@ -274,6 +279,8 @@ class _Supervisor:
                 self.keysessions.kill()
                 self.keysessions.join()
         if self.private_dir is not None:
+            import shutil
+
             shutil.rmtree(self.private_dir, ignore_errors=True)
 
 

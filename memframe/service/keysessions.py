@@ -16,13 +16,15 @@ from __future__ import annotations
 import secrets
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from memframe import crypto
 from memframe.core.errors import KeySessionUnavailable
-from memframe.core.turns import KeySessionInfo
 from memframe.core.types import MEMORY_PATH
 from memframe.service.db import Clock
+
+if TYPE_CHECKING:  # built only when a key session opens: a frame that opens the store never loads it
+    from memframe.core.turns import KeySessionInfo
 
 DEFAULT_IDLE_SECONDS = 30 * 60
 DEFAULT_LIFETIME_SECONDS = 12 * 60 * 60
@@ -155,6 +157,8 @@ class KeySessions:
             ]
 
     def _info(self, session_id: str, s: _Session) -> KeySessionInfo:
+        from memframe.core.turns import KeySessionInfo
+
         return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, self.idle_seconds)
 
     def _stale(self, s: _Session, now: float) -> bool:

@@ -157,6 +157,7 @@ class MemoryFrameApp(App[int]):
     def on_memory_screen_started(self) -> None:
         if self.owns_process:
             freeze_heap()  # the main screen, its styles and the loaded memory live as long as the frame
+            gc.enable()  # held off since the command line was read (`memframe.cli.main`): the start is over
 
     @property
     def memory_screen(self) -> MemoryScreen | None:

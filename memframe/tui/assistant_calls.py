@@ -18,7 +18,7 @@ from memframe.core.errors import EditRefused, MemframeError
 from memframe.core.turns import AIConsent, CallRecord, Proposal, TurnResult
 from memframe.core.types import Policy
 from memframe.tui.calls import attempt
-from memframe.tui.state import TARGET_GONE, target_changed
+from memframe.tui.state import target_changed, target_gone
 from memframe.tui.text import diff_text
 
 
@@ -107,7 +107,7 @@ def preview(proposal: Proposal, text: str, base_version: int, generation: int | 
     try:
         result = apply_memory_changes(text, list(proposal.changes))
     except EditRefused as exc:
-        if exc.details.get("reason") in TARGET_GONE:
+        if target_gone(exc):
             problem = f"Conflict: {target_changed(proposal, base_version, exc)}. Edit it by hand or dismiss it."
         else:
             problem = f"Cannot apply: {exc}"

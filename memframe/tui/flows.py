@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from memframe.core.types import MemoryDocument, utf8_size
-from memframe.tui.state import TARGET_GONE, DocumentState, WriteRequest, target_changed
+from memframe.tui.state import DocumentState, WriteRequest, target_changed, target_gone
 
 # The dialogs, the mode switcher and the edit logic load when a flow first needs them, not before the
 # first paint (the first load is the only flow that runs before the person acts).
@@ -291,7 +291,7 @@ async def apply(host: FlowHost, proposal: Proposal) -> None:
         try:
             result = apply_memory_changes(server.text, list(proposal.changes))
         except EditRefused as exc:
-            why = target_changed(proposal, server.version, exc) if exc.details.get("reason") in TARGET_GONE else exc
+            why = target_changed(proposal, server.version, exc) if target_gone(exc) else exc
             take(host, server, f"Not applied — conflict: {why}. Memory was not changed.", error=True)
             return
         choice = await host.ask(ConflictScreen(server, result, server.version, now=host.clock(), proposal=proposal.id))

@@ -13,14 +13,16 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memframe.backend.save_state import SaveState
-from memframe.core.edits import TARGET_GONE, RefusalReason
 from memframe.core.errors import EditRefused, MemframeError, VersionConflict
-from memframe.core.turns import Proposal
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument, Mode, Policy, VersionInfo, utf8_size
 from memframe.core.wording import CLEAR_BOUNDARY
 from memframe.tui.keynames import key_label
+
+if TYPE_CHECKING:  # proposals and their edits load when the first one is applied, not before the first paint
+    from memframe.core.turns import Proposal
 
 
 class WriteKind(enum.StrEnum):
@@ -261,7 +263,7 @@ def _failure(outcome: WriteOutcome, error: MemframeError | None, key: Callable[[
     verb = {WriteKind.SAVE: "Not saved", WriteKind.CLEAR: "Not cleared", WriteKind.UNDO: "Not restored",
             WriteKind.APPLY: "Not applied"}[kind]  # fmt: skip
     reason = str(error) if error is not None else "unknown failure"
-    if kind is WriteKind.APPLY and isinstance(error, EditRefused) and error.details.get("reason") in TARGET_GONE:
+    if kind is WriteKind.APPLY and isinstance(error, EditRefused) and target_gone(error):
         clause = target_changed(outcome.request.proposal, outcome.request.base_version, error)
         return f"{verb} — conflict: {clause}. Memory was not changed; edit it by hand or dismiss the proposal."
     if isinstance(error, VersionConflict):
@@ -276,8 +278,17 @@ def _failure(outcome: WriteOutcome, error: MemframeError | None, key: Callable[[
     return f"{verb}: {reason} Nothing changed; nothing is queued."
 
 
+def target_gone(error: EditRefused) -> bool:
+    """The edit was refused because the proposal's target line is gone or no longer unique."""
+    from memframe.core.edits import TARGET_GONE
+
+    return error.details.get("reason") in TARGET_GONE
+
+
 def target_changed(proposal: Proposal | None, base_version: int, error: EditRefused) -> str:
     """A proposal's target line changed since it was made: which edit and how, as a clause."""
+    from memframe.core.edits import RefusalReason
+
     index = error.details.get("index")
     edit = ""
     if proposal is not None and isinstance(index, int) and 0 < index <= len(proposal.changes):

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 from textual.widgets._footer import FooterKey
@@ -18,6 +19,7 @@ from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
+from memframe.tui.widgets.editor import markdown_highlighting_available
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import MessageLine, StatusBar
 from tests.tui.conftest import drive
@@ -191,6 +193,39 @@ def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage:
         assert after != before and any(key.key == "f8" for key in after)
 
     drive(app, script)
+
+
+def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage: Stage) -> None:
+    """Textual's footer composes empty, then makes its keys after the first paint, once for every
+    bindings change before that recompose ran; the frame's footer makes them when it mounts, and a
+    burst of bindings changes (focus, an editor made editable) makes them again at most once."""
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+    composed: list[KeyFooter] = []
+
+    class Counting(KeyFooter):
+        def compose(self) -> Any:
+            composed.append(self)
+            return super().compose()
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            footer = app.screen.query_one(KeyFooter)
+            painted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            app.call_after_refresh(lambda: painted.done() or painted.set_result(len(footer.query(FooterKey))))
+            assert await painted > 0  # the keys are in the first paint
+            await settle(pilot)
+            counting = Counting()
+            await app.screen.mount(counting)
+            await settle(pilot)
+            composed.clear()
+            for _ in range(3):  # three changes before the recompose runs: one recompose
+                app.set_keymap({"memframe.changes": "f8"})
+                app.screen.refresh_bindings()
+            await settle(pilot)
+            assert len(composed) == 1 and any(key.key == "f8" for key in counting.query(FooterKey))
+
+    asyncio.run(main())
 
 
 def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Path) -> None:
@@ -477,6 +512,68 @@ def test_the_first_load_begun_before_the_app_runs_is_the_one_shown(stage: Stage)
         assert backend.loads == 2
 
     drive(app, script)
+
+
+def test_a_first_load_done_before_the_screen_mounts_is_in_its_first_paint(stage: Stage) -> None:
+    """The early read `run_frame` begins is usually done before Textual has started: its text goes
+    into the screen's first paint (no paint of an empty editor first, no second read)."""
+    stage.other.save(TEXT, 0)
+    backend = CountingLoads(stage.frame)
+    app = stage.app(backend)
+    app.start_first_load()
+    for thread in threading.enumerate():
+        if thread.name == "memframe-first-load":
+            thread.join(10)
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            painted: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            app.call_after_refresh(lambda: painted.done() or painted.set_result(main_screen(pilot).editor.text))
+            assert await painted == TEXT
+            await settle(pilot)
+            assert main_screen(pilot).state.base_version == 1 and backend.loads == 1
+
+    asyncio.run(main())
+
+
+def test_the_editor_made_holding_the_memory_highlights_it_as_markdown(stage: Stage) -> None:
+    """The editor is made with the text of a first read already done, and gets its Markdown
+    highlighting once (set after the TextArea is made): the text, the language and the highlights."""
+    if not markdown_highlighting_available():
+        pytest.skip("textual[syntax] (tree-sitter's Markdown grammar) is not installed")
+    stage.other.save(TEXT, 0)
+    app = stage.app(syntax=True)
+    app.start_first_load()
+    for thread in threading.enumerate():
+        if thread.name == "memframe-first-load":
+            thread.join(10)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        area = main_screen(pilot).editor.area
+        assert area.text == TEXT and area.language == "markdown" and not area.read_only
+        assert area._highlight_query is not None and area._highlights  # Textual's own highlight map
+
+    drive(app, script, size=(100, 30))
+
+
+def test_a_frame_that_owns_its_process_turns_the_collector_on_once_its_memory_is_shown(stage: Stage) -> None:
+    """`memframe.cli.main` holds garbage collection off while the frame starts; the frame turns it on
+    (after freezing what it built) when the first load has been shown."""
+    import gc
+
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+    app.owns_process = True
+    gc.disable()
+    try:
+
+        async def script(pilot: Pilot[Any]) -> None:
+            assert main_screen(pilot).editor.text == TEXT and gc.isenabled()
+
+        drive(app, script)
+    finally:
+        gc.enable()
+        gc.unfreeze()  # this test process is not the frame: let its heap be collected again
 
 
 def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:

@@ -53,6 +53,25 @@ def test_the_first_paint_loads_only_the_main_screen() -> None:
     assert [m for m in loaded if m.removeprefix("memframe.tui.").startswith(late)] == []
 
 
+def test_the_frame_reaches_app_run_without_what_its_first_paint_does_not_need(memframe_home: Path) -> None:
+    """Up to `App.run` on a local workspace (the command line parsed, the store opened, the first read
+    done), the frame loads neither the Assistant's records, nor the edit parser, nor serve's workers."""
+    from memframe.backend.workspaces import init_local_workspace
+
+    init_local_workspace("default")
+    run_until_app_run = (
+        "import threading, textual.app\n"
+        "def ran(app, *args, **kwargs):\n"
+        "    [t.join() for t in threading.enumerate() if t.name == 'memframe-first-load']\n"
+        "textual.app.App.run = ran\n"
+        "from memframe.cli import main\n"
+        "assert main(['frame']) == 0\n"
+    )
+    late = ("memframe.core.turns", "memframe.core.edits", "memframe.assistant", "multiprocessing", "httpx")
+    loaded = modules_loaded(run_until_app_run, ("memframe.tui.calls", *late))
+    assert loaded == ["memframe.tui.calls"]  # the first read ran, and nothing late came with it
+
+
 # --- no import cycle -------------------------------------------------------------------------------
 
 

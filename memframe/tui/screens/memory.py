@@ -93,9 +93,18 @@ class MemoryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield SizeWarning(id="size-warning")
-        yield MemoryEditor(id="editor", **self._editor_options)  # type: ignore[arg-type]
+        yield MemoryEditor(id="editor", text=self._first_text(), **self._editor_options)  # type: ignore[arg-type]
         yield MessageLine(id="message")
         yield KeyFooter()
+
+    def _first_text(self) -> str:
+        """The memory's text when the first read is done already: the editor is made holding it, rather
+        than made empty and loaded (each costs a parse of the text). The load applies it as before."""
+        first = self._first_load
+        if first is None or not first.done() or first.exception() is not None:
+            return ""
+        doc = first.result().doc
+        return "" if doc is None else doc.text
 
     @property
     def editor(self) -> MemoryEditor:
@@ -152,7 +161,10 @@ class MemoryScreen(Screen[None]):
         ticket = self.tickets.issue()
         reply = self.tickets.wait(ticket)
         started, self._first_load = self._first_load, None  # only ever the first read
-        self._load_worker(ticket, keep_edits, started)
+        if started is not None and started.done() and started.exception() is None:
+            self.on_loaded(Loaded(ticket, started.result(), keep_edits=keep_edits))  # read already: no thread hop
+        else:
+            self._load_worker(ticket, keep_edits, started)
         return await reply  # type: ignore[no-any-return]
 
     @work(thread=True, group="io", exit_on_error=False)
@@ -238,8 +250,11 @@ class MemoryScreen(Screen[None]):
 
     async def _first_load_flow(self) -> None:
         """The first load waits for the first paint, so reading and decrypting (and importing
-        cryptography) never delay it; it is queued first, so no flow runs before it."""
-        await self.wait_for_refresh()
+        cryptography) never delay it; it is queued first, so no flow runs before it. A read that
+        `run_frame` began before the app ran and that has finished already delays nothing: its
+        text goes into the first paint."""
+        if self._first_load is None or not self._first_load.done():
+            await self.wait_for_refresh()
         await flows.load(self)
         self.post_message(self.Started())
 

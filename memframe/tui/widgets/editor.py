@@ -45,21 +45,27 @@ class MemoryEditor(Vertical):
 
     preview: reactive[bool] = reactive(False)
 
-    def __init__(self, *, syntax: bool | None = None, cursor_blink: bool = True, id: str | None = None) -> None:
+    def __init__(
+        self, *, text: str = "", syntax: bool | None = None, cursor_blink: bool = True, id: str | None = None
+    ) -> None:
+        """`text`: what the editor shows from the start (a memory read before the screen was made)."""
         super().__init__(id=id)
+        self._text = text
         self._syntax = markdown_highlighting_available() if syntax is None else syntax
         self._cursor_blink = cursor_blink
 
     def compose(self) -> ComposeResult:
         with ContentSwitcher(initial="editor-text"):
             area = TextArea(
-                language="markdown" if self._syntax else None,
+                self._text,
                 soft_wrap=True,
                 tab_behavior="indent",
                 placeholder=placeholder(key_of(self.app, "save")),
                 read_only=True,  # until the memory has been loaded
                 id="editor-text",
             )
+            if self._syntax:  # set after: TextArea(language=…) parses and compiles its highlighting twice
+                area.language = "markdown"
             yield area
             yield VerticalScroll(id="editor-preview")  # the Markdown widget arrives with the first preview
 

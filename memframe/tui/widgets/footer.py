@@ -21,8 +21,15 @@ class KeyFooter(Footer):
     """Textual's Footer, with the frame's Help and Quit keys moved to the front."""
 
     _composed: Hashable = None  # what the keys shown were made from (`_keys_shown`)
+    _recompose_pending = False  # a recompose is asked for and has not run yet
 
     def compose(self) -> ComposeResult:
+        # Textual's footer composes empty until its screen first publishes the bindings, then makes its
+        # keys after the next paint: the first paint had no keys, and the memory's paint waited for a
+        # restyle of every key. The screen's bindings are known once the footer mounts; `bindings_changed`
+        # makes the keys again only if what they show differs.
+        self._bindings_ready = True
+        self._recompose_pending = False
         self._widths: dict[FooterKey, int] = {}  # each key's width, measured while it was shown
         self._unmeasured_fits = 0
         self._composed = self._keys_shown() if self._bindings_ready else None
@@ -71,6 +78,9 @@ class KeyFooter(Footer):
             if self.is_attached and screen is self.screen:
                 self.call_after_refresh(self._fit)  # as after a recompose: the keys may be measured only now
             return
+        if self._recompose_pending:  # the recompose asked for reads the bindings when it runs
+            return
+        self._recompose_pending = screen.app.app_focus and self.is_attached and screen is self.screen
         super().bindings_changed(screen)
 
     def _keys_shown(self) -> Hashable:
