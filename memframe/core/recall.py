@@ -120,10 +120,19 @@ _TEMPLATE_TOKEN = re.compile(
 )
 
 
+def _folded(text: str) -> str:
+    """`text` as a lenient reader sees it: compatibility forms and case folded, nothing invisible.
+
+    Invisible characters are dropped before case folding as well as after: some fold into visible
+    letters (U+0345, a combining mark a reader skips, folds to "ι"), so `<\u0345workspace-memory>`
+    must read as the marker it looks like, not as `<ιworkspace-memory>`."""
+    visible = "".join(c for c in unicodedata.normalize("NFKC", text) if not is_invisible(c))
+    return "".join(c for c in unicodedata.normalize("NFKC", visible.casefold()) if not is_invisible(c))
+
+
 @functools.lru_cache(maxsize=4096)
 def _fold_char(ch: str) -> str:
-    normal = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", ch).casefold())
-    return "".join(c for c in normal if not is_invisible(c))
+    return _folded(ch)
 
 
 def _fold(shadow: _Shadow) -> _Shadow:
@@ -191,8 +200,7 @@ def _spells_a_bracket_marker(text: str) -> bool:
     compatibility forms, so "workspace" must be there as it is."""
     if text.isascii():
         return "workspace" in text.lower()
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    return bool(_BRACKET_WORKSPACE.search("".join(c for c in folded if not is_invisible(c))))
+    return bool(_BRACKET_WORKSPACE.search(_folded(text)))
 
 
 def _defang_invisible_beside_markers(text: str) -> str:

@@ -9,7 +9,7 @@ import unicodedata
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memframe.core import recall
@@ -539,6 +539,10 @@ def template_token(draw: st.DrawFn) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(hidden_marker(), template_token(), MARKDOWN_PIECE), min_size=1, max_size=8))
+# U+0345 is a combining mark a reader skips, and it case-folds to a visible "ι" (found by this test).
+@example(["<\u0345workspace-memory>"])
+@example(["[\u0345/workspace-memory]"])
+@example(["&lt;\u0345workspace\u0345-memory>"])
 def test_no_hidden_marker_or_template_token_survives(pieces: list[str]) -> None:
     text = "".join(pieces)
     if recall_status_for_text(text) is not RecallStatus.PROVIDED:
