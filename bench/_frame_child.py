@@ -1,7 +1,9 @@
 """One fresh process for the frame figures: `python -m bench._frame_child KIND ACTION RESULT_FILE`.
 
 KIND is `frame` (the real `memframe -w bench` path, run headless) or `bare` (a
-Textual app with the same kinds of widgets and nothing else). ACTION is
+Textual app with the same kinds of widgets and nothing else, its TextArea highlighting Markdown
+as the frame's editor does wherever Textual's syntax extra is installed) or `bare-plain` (the
+same without highlighting: the floor before, given in the figure's note). ACTION is
 `paint` (time from process start, BENCH_T0, to the first painted screen, and to
 the paint with the memory on screen: the editor holding the text of BENCH_TEXT_FILE; the bare
 app reads that file into its TextArea) or `tour` (paint, open Changes, walk 120 rows down the
@@ -142,13 +144,20 @@ def peak_rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _bare_app(rows: int) -> textual.app.App[Any]:
+def _bare_app(rows: int, *, highlight: bool) -> textual.app.App[Any]:
+    from importlib.util import find_spec
+
     from textual.widgets import DataTable, Footer, Header, TextArea
+
+    markdown = highlight and find_spec("tree_sitter") is not None and find_spec("tree_sitter_markdown") is not None
 
     class Bare(textual.app.App[int]):
         def compose(self) -> Any:
             yield Header()
-            yield TextArea(EXPECTED, soft_wrap=True)
+            area = TextArea(EXPECTED, soft_wrap=True)
+            if markdown:  # as the frame's editor sets it: after the TextArea is made
+                area.language = "markdown"
+            yield area
             yield DataTable(cursor_type="row", zebra_stripes=True)
             yield Footer()
 
@@ -177,7 +186,7 @@ def main(kind: str, action: str, result_file: str) -> None:
 
         memframe_main(["frame", "-w", os.environ["BENCH_WORKSPACE"], "--poll", _poll(action)])
     else:
-        _bare_app(150 if action == "tour" else 0).run()
+        _bare_app(150 if action == "tour" else 0, highlight=kind == "bare").run()
     with open(result_file, "w", encoding="utf-8") as fh:
         json.dump(RESULT, fh)
 
