@@ -288,6 +288,19 @@ def _in_thread(name: str, call: Callable[[], object]) -> tuple[threading.Thread,
     return thread, out
 
 
+def _behind_a_rival(
+    stage: Stage, first: Attempt, second: Attempt, monkeypatch: pytest.MonkeyPatch
+) -> tuple[HeldBatches, dict[str, object], dict[str, object]]:
+    """`first` held in its batch while `second` (same base) comes; both then run to their answers."""
+    held = HeldBatches(stage, monkeypatch)
+    rival, rival_out = _in_thread("held", lambda: first.run(stage))
+    assert held.entered.wait(30)
+    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
+    rival.join(30)
+    waiter.join(30)
+    return held, rival_out, waiter_out
+
+
 @pytest.mark.race
 def test_a_capture_behind_a_rival_that_lands_is_refused_without_queueing(
     stale: tuple[Stage, Attempt], monkeypatch: pytest.MonkeyPatch
@@ -295,12 +308,7 @@ def test_a_capture_behind_a_rival_that_lands_is_refused_without_queueing(
     stage, first = stale
     first.expected = second_base = 2
     second = Attempt(stage.admit("other"), expected=second_base)
-    held = HeldBatches(stage, monkeypatch)
-    rival, rival_out = _in_thread("held", lambda: first.run(stage))
-    assert held.entered.wait(30)
-    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
-    rival.join(30)
-    waiter.join(30)
+    held, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
     assert "error" not in rival_out and _head(stage) == 3
     refusal = waiter_out["error"]
     assert isinstance(refusal, VersionConflict) and refusal.current_version == 3
@@ -316,12 +324,7 @@ def test_a_capture_behind_a_rival_that_is_refused_still_lands(
     first.expected = 2
     _another_live_session(stage, first)  # the rival presents a session that is not its turn's
     second = Attempt(stage.admit("other"), expected=2)
-    held = HeldBatches(stage, monkeypatch)
-    rival, rival_out = _in_thread("held", lambda: first.run(stage))
-    assert held.entered.wait(30)
-    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
-    rival.join(30)
-    waiter.join(30)
+    _, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
     assert isinstance(rival_out["error"], FenceRefused)
     assert "error" not in waiter_out and _head(stage) == 3
     assert stage.consumed(second.admission) and not stage.consumed(first.admission)
@@ -354,12 +357,7 @@ def test_behind_a_rival_that_lands_each_refusal_keeps_its_place(
     else:
         shape, answer = AFTER_THE_BASE[case], VersionConflict
     shape(stage, second)
-    held = HeldBatches(stage, monkeypatch)
-    rival, rival_out = _in_thread("held", lambda: first.run(stage))
-    assert held.entered.wait(30)
-    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
-    rival.join(30)
-    waiter.join(30)
+    _, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
     assert "error" not in rival_out and _head(stage) == 3
     assert type(waiter_out["error"]) is answer
     assert not stage.consumed(second.admission)
