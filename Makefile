@@ -49,7 +49,7 @@ postgres:
 
 # One pytest worker per core, at most four (each starts its own PostgreSQL for the tests that need one):
 # on two cores the suite takes about half the time it takes in one process, which is mostly waiting
-# on servers, subprocesses and fsyncs. `pytest -p no:xdist` (or `-n 0`) runs it in one process.
+# on servers, subprocesses and fsyncs. `pytest -n 0` runs it in one process.
 test: $(TEST_STAMP) postgres
 	$(BIN)/python -m pytest -q -n auto --maxprocesses=4
 
