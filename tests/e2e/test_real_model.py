@@ -72,7 +72,8 @@ def test_recall_reaches_the_model_as_a_user_message(capsys, cat, recorder: Recor
 @pytest.mark.xfail(
     strict=False,
     reason="Gemma 3 270M under chatml-function-calling writes remember_in_memory arguments that are not JSON "
-    "(seen in every run so far); memframe then says 'Not run: its arguments were not JSON' and writes nothing",
+    "in most runs (two runs on 2026-12-01 wrote JSON and the capture landed); memframe then says 'Not run: its "
+    "arguments were not JSON' and writes nothing",
 )
 def test_a_forced_capture_commits_through_the_fence_and_the_follow_up_succeeds(capsys, cat, recorder: Recorder) -> None:  # type: ignore[no-untyped-def]
     run(capsys, "mode", "auto")
