@@ -215,18 +215,24 @@ def _storage_failure(service: MemoryService) -> Exception:
     return sqlite3.OperationalError("disk I/O error")
 
 
+def _storage_fails_for(service: MemoryService, workspace: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The storage fails whenever a version of `workspace` is inserted; returns the real insert."""
+    insert = service_module.files.insert_version
+
+    def failing(conn: Any, **kw: Any) -> Any:
+        if kw["workspace_id"] == workspace:
+            raise _storage_failure(service)
+        return insert(conn, **kw)
+
+    monkeypatch.setattr(service_module.files, "insert_version", failing)
+    return insert
+
+
 def test_a_storage_failure_fails_every_save_of_the_group_and_writes_nothing(
     engine_service: MemoryService, workspaces: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = engine_service
-    insert = service_module.files.insert_version
-
-    def failing_for_the_third(conn: Any, **kw: Any) -> Any:
-        if kw["workspace_id"] == workspaces[2]:
-            raise _storage_failure(service)
-        return insert(conn, **kw)
-
-    monkeypatch.setattr(service_module.files, "insert_version", failing_for_the_third)
+    insert = _storage_fails_for(service, workspaces[2], monkeypatch)
     with _one_group(service, len(workspaces)) as start:
         outcomes = [start(lambda ws=ws: _save(service, ws, 0, f"# {ws}\n")) for ws in workspaces]
     assert all(isinstance(o.error, Unavailable) for o in outcomes), [o.error for o in outcomes]
@@ -288,14 +294,7 @@ def test_a_storage_failure_fails_every_save_an_event_loop_awaits(
     engine_service: MemoryService, workspaces: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     service = engine_service
-    insert = service_module.files.insert_version
-
-    def failing_for_the_third(conn: Any, **kw: Any) -> Any:
-        if kw["workspace_id"] == workspaces[2]:
-            raise _storage_failure(service)
-        return insert(conn, **kw)
-
-    monkeypatch.setattr(service_module.files, "insert_version", failing_for_the_third)
+    insert = _storage_fails_for(service, workspaces[2], monkeypatch)
     with _one_group(service, 1, queued=len(workspaces)) as start:
         from_loop = start(lambda: _on_one_loop(*(_save_async(service, ws, 0, f"# {ws}\n") for ws in workspaces)))
     assert from_loop.error is None

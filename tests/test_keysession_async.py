@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -56,9 +57,10 @@ def _resolved(line: bytes) -> bytes:
     return _answer(200, {"key": base64.b64encode(_key_of(session_id)).decode()})
 
 
-async def _serving(path: str, handler: Handler) -> asyncio.AbstractServer:
-    """A stand-in service on `path`, each connection's writer closed however its handler ends
-    (the loop ending cancels it)."""
+@contextlib.asynccontextmanager
+async def _client_of(path: str, handler: Handler, timeout: float = 5.0) -> AsyncIterator[RemoteKeySessions]:
+    """A client of a stand-in service on `path`, each connection's writer closed however its
+    handler ends (the loop ending cancels it); client and service closed at the end."""
 
     async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -66,7 +68,13 @@ async def _serving(path: str, handler: Handler) -> asyncio.AbstractServer:
         finally:
             writer.close()
 
-    return await asyncio.start_unix_server(closing, path=path)
+    server = await asyncio.start_unix_server(closing, path=path)
+    store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=path, timeout=timeout)
+    try:
+        yield store
+    finally:
+        store.close()
+        server.close()
 
 
 # --- the in-process store ---------------------------------------------------------------------
@@ -112,16 +120,11 @@ def test_pipelined_calls_are_written_before_any_answer_and_answered_in_order(soc
         writer.close()
 
     async def main() -> None:
-        server = await _serving(socket_path, all_then_answer)
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=5.0)
-        try:
+        async with _client_of(socket_path, all_then_answer) as store:
             ids = [f"ks_{n}" for n in range(calls)]
             keys = await asyncio.gather(*(store.resolve_async(i, "ws") for i in ids))
             assert keys == [_key_of(i) for i in ids]  # each call got its own answer
             assert connections == [1]  # all on one kept connection
-        finally:
-            store.close()
-            server.close()
 
     asyncio.run(main())
 
@@ -179,9 +182,7 @@ def test_a_service_gone_mid_pipeline_fails_the_calls_in_flight_and_the_next_call
         writer.close()
 
     async def main() -> None:
-        server = await _serving(socket_path, one_then_gone)
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=5.0)
-        try:
+        async with _client_of(socket_path, one_then_gone) as store:
             got = await asyncio.gather(
                 *(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True
             )
@@ -190,9 +191,6 @@ def test_a_service_gone_mid_pipeline_fails_the_calls_in_flight_and_the_next_call
             assert all("ks_" not in str(g) for g in got[1:])  # no session id (nor key) in the message
             assert await store.resolve_async("ks_again", "ws") == _key_of("ks_again")
             assert seen == [0, 1]
-        finally:
-            store.close()
-            server.close()
 
     asyncio.run(main())
 
@@ -203,16 +201,11 @@ def test_a_service_that_does_not_answer_in_time_is_down_for_every_call_waiting(s
         writer.close()
 
     async def main() -> None:
-        server = await _serving(socket_path, silent)
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=0.2)
-        try:
+        async with _client_of(socket_path, silent, timeout=0.2) as store:
             got = await asyncio.gather(
                 *(store.resolve_async(f"ks_{n}", "ws") for n in range(3)), return_exceptions=True
             )
             assert [type(g) for g in got] == [KeySessionServiceDown] * 3
-        finally:
-            store.close()
-            server.close()
 
     asyncio.run(main())
 

@@ -28,7 +28,7 @@ from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable
 from memframe.service.keysession_client import RESOLVED, RemoteKeySessions, _framed
 from memframe.service.keysessions import KeySessions
 from tests.conftest import FakeClock
-from tests.test_keysession_async import _key_of, _resolved, _serving
+from tests.test_keysession_async import _client_of, _key_of, _resolved
 from tests.test_keysession_service import CREDENTIAL, _LineService
 
 #: Strings a session id, workspace id or credential could carry that would break a hand-written frame.
@@ -265,9 +265,7 @@ def test_the_timeout_is_each_calls_own_though_the_connection_has_one_timer(socke
             await writer.drain()
 
     async def main() -> None:
-        server = await _serving(socket_path, slow)
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=0.5)
-        try:
+        async with _client_of(socket_path, slow, timeout=0.5) as store:
             for n in range(3):
                 assert await store.resolve_async(f"ks_{n}", "ws") == _key_of(f"ks_{n}")
             late = asyncio.gather(*(store.resolve_async(f"ks_late{n}", "ws") for n in range(3)), return_exceptions=True)
@@ -275,9 +273,6 @@ def test_the_timeout_is_each_calls_own_though_the_connection_has_one_timer(socke
             assert got[0] == _key_of("ks_late0")
             assert [type(g) for g in got[1:]] == [KeySessionServiceDown] * 2
             assert await store.resolve_async("ks_after", "ws") == _key_of("ks_after")  # a fresh connection
-        finally:
-            store.close()
-            server.close()
 
     asyncio.run(main())
 
@@ -296,9 +291,7 @@ def test_an_answer_no_call_asked_for_or_an_overlong_one_ends_the_connection(sock
         await reader.read()
 
     async def main(handler: Any) -> list[Any]:
-        server = await _serving(socket_path, handler)
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=2.0)
-        try:
+        async with _client_of(socket_path, handler, timeout=2.0) as store:
             first = await asyncio.gather(store.resolve_async("ks_a", "ws"), return_exceptions=True)
             pipe = store._pipe
             assert pipe is not None
@@ -307,9 +300,6 @@ def test_an_answer_no_call_asked_for_or_an_overlong_one_ends_the_connection(sock
                     break
                 await asyncio.sleep(0.01)
             return [*first, pipe.dead]
-        finally:
-            store.close()
-            server.close()
 
     assert asyncio.run(main(babbling)) == [_key_of("ks_a"), True]  # answered, then never used again
     got = asyncio.run(main(endless))
