@@ -29,7 +29,10 @@ class ModelOptions:
     """Everything that shapes a request to an OpenAI-compatible server, in one place.
 
     `max_tokens` is always sent: a server without it may generate until its
-    context is full. `tool_choice` is sent whenever tools are: some chat formats
+    context is full. A streamed answer is also cut off here at `max_tokens`
+    pieces, because a server may ignore the limit (llama-cpp-python's
+    chatml-function-calling does when it chooses between text and tools
+    itself); closing the stream is what stops such a server. `tool_choice` is sent whenever tools are: some chat formats
     (llama-cpp-python's chatml-function-calling) render the tool list only when
     it is set. A tool's name forces that tool on the call that answers the
     person's message; the calls after its result go back to "auto", so a forced
@@ -136,7 +139,7 @@ class OpenAIChatModel:
                     raise self._refusal(response, streaming=bool(body.get("stream")))
                 kind = response.headers.get("content-type", "")
                 if "text/event-stream" in kind:
-                    return _read_events(response.iter_lines(), on_text, self.base_url)
+                    return _read_events(response.iter_lines(), on_text, self.base_url, self.options.max_tokens)
                 response.read()
                 reply = self._read_json(response)  # a server that does not stream: the answer comes whole
                 if on_text is not None and reply.content:
@@ -145,7 +148,8 @@ class OpenAIChatModel:
         except httpx.TimeoutException:
             raise ModelUnavailable(
                 f"The model server at {self.base_url} did not answer in time ({self.options.timeout:g} s; "
-                "--model-timeout sets the limit)."
+                "--model-timeout sets the limit). It may still be working on that request, and the next one "
+                "can wait behind it."
             ) from None
         except httpx.RemoteProtocolError:
             raise ModelUnavailable(
@@ -252,13 +256,19 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     return value, None
 
 
-def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: str) -> ModelReply:
-    """Assemble a streamed chat completion: text deltas as they come, tool-call deltas by index."""
+def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: str, limit: int) -> ModelReply:
+    """Assemble a streamed chat completion: text deltas as they come, tool-call deltas by index.
+
+    Servers stream one token per delta, so more than `limit` (the request's
+    max_tokens) non-empty deltas means the server ignores the limit: reading
+    stops there and the answer is cut off, as if the server had kept it.
+    """
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     finish: str | None = None
     done = False
     events = 0
+    pieces = 0
     for line in lines:
         if not line.startswith("data:"):
             continue  # comments, event names, keep-alives
@@ -274,17 +284,26 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
         for choice in choices:
             delta = choice.get("delta") or {}
             piece = delta.get("content")
-            if isinstance(piece, str) and piece:
+            piece = piece if isinstance(piece, str) else ""
+            parts = delta.get("tool_calls") or []
+            pieces += bool(piece) + sum(map(_carries_arguments, parts))
+            if pieces > limit:
+                finish, done = "length", True
+                break
+            if piece:
                 content.append(piece)
                 if on_text is not None:
                     on_text(piece)
-            for part in delta.get("tool_calls") or []:
+            for part in parts:
                 _merge_tool_delta(calls, part)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
+        if done:
+            break
     if not events:
-        # A 200 with no event at all: llama-cpp-python's chatml-function-calling does this when asked to
-        # stream the call after a tool result. Nothing reached the person, so the caller asks plainly.
+        # A 200 with no event at all: llama-cpp-python's chatml-function-calling does this when it picks a
+        # tool on automatic choice (most often after a tool result). Nothing reached the person, so the
+        # caller asks plainly.
         raise _EmptyStream
     if not done and finish is None:
         raise ModelUnavailable(f"The model server at {base_url} stopped streaming before the answer was complete.")
@@ -295,6 +314,10 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
     except TypeError:
         raise ModelUnavailable(f"The model server at {base_url} streamed a tool call without a name.") from None
     return ModelReply("".join(content) if content else None, tool_calls, finish)
+
+
+def _carries_arguments(part: Any) -> bool:
+    return isinstance(part, dict) and bool((part.get("function") or {}).get("arguments"))
 
 
 def _merge_tool_delta(calls: dict[int, dict[str, Any]], part: dict[str, Any]) -> None:

@@ -11,7 +11,12 @@ llama_cpp/llama_types.py) and chat formats (llama_cpp/llama_chat_format.py):
 - Gemma's own template raises "Conversation roles must alternate" for two user
   (or two assistant) messages in a row: a 500;
 - streaming with tool_choice "auto" when the model picks a tool raises
-  "Automatic streaming tool choice is not supported": a 500.
+  "Automatic streaming tool choice is not supported" after the response has
+  begun: a 200 with no event at all (0.3.36; older versions answered a 500
+  with that message, `auto_stream_refusal=True`);
+- on automatic tool choice it generates without max_tokens (until its stop
+  word or a full context); this fake never honours max_tokens at all, and a
+  stream goes on until the client hangs up (`hung_up` counts those streams).
 
 Replies are scripted; each request is recorded exactly as received.
 """
@@ -89,12 +94,15 @@ def refusal(request: dict[str, Any]) -> str | None:
 class StrictChatServer:
     """POST /v1/chat/completions on loopback, strict as llama-cpp-python; records every request."""
 
-    def __init__(self, *, streams: bool = True) -> None:
+    def __init__(self, *, streams: bool = True, auto_stream_refusal: bool = False) -> None:
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.refusals: list[str] = []
         self.streams = streams  # False: a server that answers plain JSON even when asked to stream
+        self.auto_stream_refusal = auto_stream_refusal
         self.delay = 0.0
+        self.delay_per_chunk = 0.0
+        self.hung_up = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -116,6 +124,8 @@ class StrictChatServer:
                 if isinstance(reply, Raw):
                     return self._send(reply.status, reply.body, reply.content_type)
                 if isinstance(reply, Call) and body.get("stream") and body.get("tool_choice") == "auto":
+                    if not fake.auto_stream_refusal:
+                        return self._send(200, b"", "text/event-stream")
                     error = {"error": {"message": "Automatic streaming tool choice is not supported"}}
                     return self._send(500, json.dumps(error).encode())
                 if (body.get("stream") and fake.streams) or isinstance(reply, CutStream):
@@ -134,12 +144,16 @@ class StrictChatServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for chunk in _chunks(reply):
-                    self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
-                    self.wfile.flush()
-                if not isinstance(reply, CutStream):
-                    self.wfile.write(b"data: [DONE]\r\n\r\n")
                 self.close_connection = True
+                try:
+                    for chunk in _chunks(reply):
+                        self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+                        self.wfile.flush()
+                        threading.Event().wait(fake.delay_per_chunk)
+                    if not isinstance(reply, CutStream):
+                        self.wfile.write(b"data: [DONE]\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    fake.hung_up += 1  # the client closed the stream: a real server stops generating here
 
             def log_message(self, *args: Any) -> None:
                 pass

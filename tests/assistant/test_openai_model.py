@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,7 +155,8 @@ def test_a_server_that_answers_json_to_a_stream_request_still_works() -> None:
     fake.close()
 
 
-def test_a_server_that_cannot_stream_a_tool_choice_is_asked_plainly(fake: StrictChatServer) -> None:
+def test_a_server_that_refuses_to_stream_a_tool_choice_is_asked_plainly_from_then_on() -> None:
+    fake = StrictChatServer(auto_stream_refusal=True)  # llama-cpp-python before 0.3.36: a 500 that says so
     model = client(fake)
     fake.replies += [Call("t", "{}"), Call("t", "{}")]
     reply = model.complete(USER, TOOL)
@@ -163,6 +165,45 @@ def test_a_server_that_cannot_stream_a_tool_choice_is_asked_plainly(fake: Strict
     model.complete(USER, TOOL)  # remembered: no second refused stream
     assert [r["stream"] for r in fake.requests] == [True, False, False]
     model.close()
+    fake.close()
+
+
+def test_a_tool_chosen_on_an_empty_stream_is_asked_again_plainly(fake: StrictChatServer) -> None:
+    """llama-cpp-python 0.3.36 answers a streamed automatic tool choice with a 200 and no event; the same
+    server streams text answers, so only that call is asked again."""
+    model = client(fake)
+    fake.replies += [Call("t", "{}"), Call("t", "{}"), Text("Quincy.")]
+    assert model.complete(USER, TOOL).tool_calls[0].name == "t"
+    assert [r["stream"] for r in fake.requests] == [True, False]
+    assert model.complete(USER, TOOL).content == "Quincy."
+    assert [r["stream"] for r in fake.requests] == [True, False, True]
+    model.close()
+
+
+def test_a_stream_past_max_tokens_is_cut_off_and_closed(fake: StrictChatServer) -> None:
+    """A server that ignores max_tokens (llama-cpp-python on automatic tool choice) would generate until its
+    context is full: the client stops reading at the limit and hangs up, which is what stops the server."""
+    model = client(fake, max_tokens=5)
+    fake.delay_per_chunk = 0.002
+    fake.replies.append(Text("abc" * 400))  # 400 pieces of three characters
+    shown: list[str] = []
+    reply = model.complete(USER, [], on_text=shown.append)
+    model.close()
+    assert reply.content == "abc" * 5 == "".join(shown) and reply.finish_reason == "length"
+    deadline = time.monotonic() + 10
+    while not fake.hung_up and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fake.hung_up == 1
+
+
+def test_a_stream_within_max_tokens_is_read_whole(fake: StrictChatServer) -> None:
+    model = client(fake, max_tokens=5, tool_choice="t")
+    fake.replies += [Text("abc" * 5), Call("t", '{"a": 1}')]  # five pieces; then four pieces of arguments
+    assert model.complete(USER, []).content == "abc" * 5
+    reply = model.complete(USER, TOOL)
+    model.close()
+    assert reply.tool_calls[0].arguments == {"a": 1} and reply.finish_reason == "tool_calls"
+    assert fake.hung_up == 0
 
 
 # --- clear errors -----------------------------------------------------------------------------------
@@ -299,9 +340,9 @@ def test_a_stream_that_stops_mid_token_writes_nothing(fake: StrictChatServer, ca
 
 def test_cut_off_and_empty_answers_say_so(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
     fake.replies.append(Text("The answer is", finish_reason="length"))
-    out = chat(capsys, fake, "long?", "--max-tokens", "3")[1]
+    out = chat(capsys, fake, "long?", "--max-tokens", "5")[1]  # the fake streams three characters a piece
     assert "The answer is" in out and "cut off at the token limit" in out
-    assert fake.requests[-1]["max_tokens"] == 3
+    assert fake.requests[-1]["max_tokens"] == 5
     fake.replies.append(Text(""))
     out = chat(capsys, fake, "empty?", "--no-stream")[1]
     assert "assistant › (the model gave an empty answer)" in out

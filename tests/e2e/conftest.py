@@ -6,7 +6,15 @@ its path in MEMFRAME_E2E_VENV; without it the fixture runs the script itself. Th
 format that renders tools for any model), and stops when the session ends. Every request
 memframe sends passes a small proxy that records it exactly as sent, so a test can prove what the
 server received; the proxy adds `temperature: 0` and a fixed seed when memframe sent none, so the
-model's answers do not vary between runs.
+model's answers do not vary between runs (on one CPU: another CPU's arithmetic can make other choices).
+
+The server's context is what bounds each call's time. On automatic tool choice llama-cpp-python
+ignores max_tokens, and when it is not streaming it does not notice a client that has given up: a
+call that outlives the client's timeout keeps the server busy, and the next test's call times out
+behind it (CI, 2026-12-01: one runaway answer, then two tests failed waiting). With --n_ctx 3072
+(the longest prompt the tests send is about 1,650 tokens) a runaway answer ends in about two
+minutes here, inside the tests' --model-timeout. A failing test's report shows every call's time
+and the end of the server's log.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import pytest
 HERE = Path(__file__).parent
 CHAT_FORMAT = "chatml-function-calling"
 START_TIMEOUT = 180.0
+CONTEXT_TOKENS = 3072
 
 
 def _venv() -> Path:
@@ -59,9 +68,15 @@ def _wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path) -> Non
     raise RuntimeError(f"the model server did not start in {START_TIMEOUT:g} s:\n{log.read_text()[-3000:]}")
 
 
+@dataclass(frozen=True)
+class ModelServer:
+    url: str  # ends in /v1
+    log: Path
+
+
 @pytest.fixture(scope="session")
-def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The real server's /v1 URL."""
+def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    """The real server, on a free port, with all of the machine's cores (nothing else runs meanwhile)."""
     venv = _venv()
     python = venv / "bin" / "python"
     cache = Path(os.environ.get("MEMFRAME_E2E_CACHE") or venv.parent)
@@ -81,7 +96,8 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         process = subprocess.Popen(
             [
                 str(python), "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-                "--chat_format", CHAT_FORMAT, "--n_ctx", "4096", "--verbose", "false",
+                "--chat_format", CHAT_FORMAT, "--n_ctx", str(CONTEXT_TOKENS),
+                "--n_threads", str(os.cpu_count() or 1), "--verbose", "false",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -89,7 +105,7 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}/v1"
     try:
         _wait_until_up(url, process, log)
-        yield url
+        yield ModelServer(url, log)
     finally:
         process.terminate()
         try:
@@ -106,15 +122,28 @@ class Recorder:
     url: str
     requests: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
+    #: One line per call, in the order the server answered: how long it took and what it was.
+    timeline: list[str] = field(default_factory=list)
 
     def clear(self) -> None:
         self.requests.clear()
         self.statuses.clear()
+        self.timeline.clear()
+
+
+def _describe(body: dict[str, Any], seconds: float, status: int, size: int) -> str:
+    choice = body.get("tool_choice")
+    forced = choice.get("function", {}).get("name") if isinstance(choice, dict) else choice
+    way = "streamed" if body.get("stream") else "plain"
+    return (
+        f"{seconds:6.1f} s  {way:8} tool_choice={forced} max_tokens={body.get('max_tokens')} "
+        f"messages={len(body.get('messages') or [])} -> {status}, {size} bytes"
+    )
 
 
 @pytest.fixture(scope="session")
-def proxy(model_server: str) -> Iterator[Recorder]:
-    upstream = model_server.removesuffix("/v1")
+def proxy(model_server: ModelServer) -> Iterator[Recorder]:
+    upstream = model_server.url.removesuffix("/v1")
     recorder = Recorder("")
 
     class Handler(BaseHTTPRequestHandler):
@@ -127,12 +156,14 @@ def proxy(model_server: str) -> Iterator[Recorder]:
             request = urllib.request.Request(
                 upstream + self.path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
             )
+            started = time.monotonic()
             try:
                 with urllib.request.urlopen(request, timeout=600) as answer:
                     status, kind, data = answer.status, answer.headers.get("Content-Type", ""), answer.read()
             except urllib.error.HTTPError as refused:
                 status, kind, data = refused.code, refused.headers.get("Content-Type", ""), refused.read()
             recorder.statuses.append(status)
+            recorder.timeline.append(_describe(body, time.monotonic() - started, status, len(data)))
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
@@ -151,7 +182,23 @@ def proxy(model_server: str) -> Iterator[Recorder]:
     server.server_close()
 
 
+_WATCHED = pytest.StashKey[tuple[Recorder, ModelServer]]()
+
+
 @pytest.fixture
-def recorder(proxy: Recorder) -> Recorder:
+def recorder(proxy: Recorder, model_server: ModelServer, request: pytest.FixtureRequest) -> Recorder:
     proxy.clear()
+    request.node.stash[_WATCHED] = (proxy, model_server)
     return proxy
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report shows each model call's time, and what the server said meanwhile."""
+    report = yield
+    watched = item.stash.get(_WATCHED, None)
+    if watched is not None and report.when == "call" and report.failed:
+        recorder, server = watched
+        report.sections.append(("model calls", "\n".join(recorder.timeline) or "(none)"))
+        report.sections.append(("model server log (end)", server.log.read_text(errors="replace")[-3000:]))
+    return report
