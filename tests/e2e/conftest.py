@@ -12,9 +12,10 @@ The server's context is what bounds each call's time. On automatic tool choice l
 ignores max_tokens, and when it is not streaming it does not notice a client that has given up: a
 call that outlives the client's timeout keeps the server busy, and the next test's call times out
 behind it (CI, 2026-12-01: one runaway answer, then two tests failed waiting). With --n_ctx 3072
-(the longest prompt the tests send is about 1,650 tokens) a runaway answer ends in about two
-minutes here, inside the tests' --model-timeout. A failing test's report shows every call's time
-and the end of the server's log.
+(the longest prompt the tests send is about 1,650 tokens, the first about 930) a runaway answer has
+at most about 2,100 tokens; under the tool grammar the server makes about 10 a second on two quiet
+cores, so it ends inside the tests' 300 s --model-timeout and delays no other test. A failing
+test's report shows every call's time and the end of the server's log.
 """
 
 from __future__ import annotations
