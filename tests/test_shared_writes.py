@@ -220,3 +220,65 @@ def test_flush_waits_for_a_batch_that_took_the_queue_but_has_not_committed(tmp_p
         assert seen == [["receipt"]]
     finally:
         db.close()
+
+
+# --- another process's writer (serve --workers N shares the file) -------------------------------------
+
+
+def _hold_the_write_lock(path: Path) -> sqlite3.Connection:
+    """Another process's writer in the middle of its transaction: a second connection holding the lock."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute(INSERT, ("theirs",))
+    return other
+
+
+def test_a_batch_waits_for_another_processes_writer_and_then_commits(tmp_path: Path) -> None:
+    db = _open(tmp_path / "m.db")
+    other = _hold_the_write_lock(tmp_path / "m.db")
+    committed = threading.Event()
+
+    def mine() -> None:
+        db.write_together(lambda conn: conn.execute(INSERT, ("mine",)))
+        committed.set()
+
+    writer = threading.Thread(target=mine)
+    try:
+        writer.start()
+        assert not committed.wait(0.3)  # still waiting: their transaction holds the lock
+        other.execute("COMMIT")
+        writer.join(timeout=10)
+        assert committed.is_set() and _on_disk(tmp_path / "m.db") == ["theirs", "mine"]
+    finally:
+        other.close()
+        writer.join(timeout=10)
+        db.close()
+
+
+def test_a_writer_that_holds_the_lock_too_long_is_one_clear_unavailable(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(dbmod, "LOCK_WAIT_SECONDS", 0.2)
+    db = _open(tmp_path / "m.db")
+    other = _hold_the_write_lock(tmp_path / "m.db")
+    try:
+        with pytest.raises(Unavailable, match="could not save"):
+            db.write_together(lambda conn: conn.execute(INSERT, ("mine",)))
+        other.execute("ROLLBACK")
+        db.write_together(lambda conn: conn.execute(INSERT, ("mine, later",)))  # the writer is whole again
+        assert _on_disk(tmp_path / "m.db") == ["mine, later"]
+    finally:
+        other.close()
+        db.close()
+
+
+def test_only_a_busy_lock_is_waited_for(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Any other error of BEGIN is the storage's, at once: it is not retried for ten seconds."""
+    tries: list[str] = []
+
+    class Refusing:
+        def execute(self, sql: str) -> None:
+            tries.append(sql)
+            raise sqlite3.OperationalError("disk I/O error")
+
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        dbmod._begin_immediate(Refusing())  # type: ignore[arg-type]
+    assert tries == ["BEGIN IMMEDIATE"]
