@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
@@ -220,6 +221,17 @@ def test_the_cli_works_against_a_served_workspace_then_sigterm_stops_it(
     assert "4711" not in log and "harbour" not in log and team["alice"] not in log and fresh not in log
     code, _, err = run(capsys, "show")
     assert code == EXIT_ERROR and "Cannot reach the memory server" in err and "nothing was changed" in err
+
+
+@pytest.mark.server
+def test_log_level_warning_writes_no_access_lines(db: str, team: dict[str, str]) -> None:
+    """Access lines are INFO, as uvicorn's are: `--log-level warning` asks for none."""
+    with serving(db, "--log-level", "warning") as server:
+        answer = httpx.get(f"{server.url}/api/v1/workspaces", headers={"Authorization": f"Bearer {team['alice']}"})
+        assert answer.status_code == 200
+        code, out, err = server.stop(signal.SIGTERM)
+    assert code == 0 and "memframe stopped on SIGTERM" in out
+    assert "/api/v1/workspaces" not in out + err and "INFO:" not in out + err
 
 
 @pytest.mark.server

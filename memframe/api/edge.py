@@ -172,8 +172,8 @@ class AccessLog:
         self._redact: PathRedactor | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+        if scope["type"] != "http" or not access_logger.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)  # no line to write (--log-level warning): no work per request
             return
         status = 500
         logged = False

@@ -194,8 +194,10 @@ def settle_heap(app: Any) -> None:
     gc.freeze()
 
 
-def access_log_to_stdout() -> None:
-    """Our access lines where uvicorn's went: stdout, one per line as it happens."""
+def access_log_to_stdout(log_level: str = "info") -> None:
+    """Our access lines where uvicorn's went: stdout, one per line as it happens. They are INFO
+    lines, as uvicorn's are: `--log-level warning` (or above) has none, and then nothing per
+    request is formatted or written either."""
     import logging
 
     from memframe.api.edge import access_logger
@@ -204,8 +206,8 @@ def access_log_to_stdout() -> None:
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
         access_logger.addHandler(handler)
-        access_logger.setLevel(logging.INFO)
         access_logger.propagate = False
+    access_logger.setLevel(logging.getLevelName(log_level.upper()))
 
 
 def uvicorn_config(

@@ -171,7 +171,7 @@ def _serve_on(
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
-    access_log_to_stdout()  # method, redacted path and status only: bodies and queries are never logged
+    access_log_to_stdout(args.log_level)  # method, redacted path and status only: never a body or a query
     app = create_app(service, model=model_client(args))
     settle_heap(app)  # no full garbage collection walks the app's lasting heap mid-burst
     config = uvicorn_config(
@@ -345,7 +345,12 @@ def register(subparsers: Any, settings: Settings) -> None:
     )
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST})")
     serve.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"0 = any free port (default: {DEFAULT_PORT})")
-    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="info (the default) writes one access line per request; warning and above write none",
+    )
     serve.add_argument(
         "--key-session-idle",
         type=_seconds,

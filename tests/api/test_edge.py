@@ -319,6 +319,14 @@ def test_the_access_log_shows_no_query_and_no_handles(edge: Edge, caplog: pytest
     assert lines[0].startswith("127.0.0.1:")
 
 
+def test_no_access_line_when_the_level_is_above_info(edge: Edge, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="memframe.access")
+    with httpx.Client(base_url=edge.url("")) as client:
+        answer = client.get("/api/v1/workspaces", headers={"Authorization": f"Bearer {edge.token}"})
+    assert answer.status_code == 200
+    assert [r for r in caplog.records if r.name == "memframe.access"] == []
+
+
 def test_the_redactor_prefers_literal_routes() -> None:
     redact = PathRedactor(
         ["/d/{workspace_id}/documents/{path}", "/d/{workspace_id}/documents/move", "/p/{proposal_id}"]
