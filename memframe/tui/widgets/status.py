@@ -8,6 +8,7 @@ does not hold.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES
@@ -27,7 +28,15 @@ class Shown(Static):
         if content != self._shown:
             self._shown = content
             self.update(content)
-        self.display = display
+        show(self, display)
+
+
+def show(widget: Widget, display: bool) -> None:
+    """Show or hide `widget`, touching its styles only if that changes anything: setting `display`
+    to what it already is still adds an inline rule the first time, and asks the screen for a
+    layout pass (one more before the frame's first paint, for every widget so set)."""
+    if widget.display != display:
+        widget.display = display
 
 
 def elide(text: str, width: int) -> str:
@@ -107,7 +116,7 @@ class SizeWarning(Shown):
                 f"⚠ The saved version {state.base_version} is oversized and is not recalled. "
                 "Save this shorter draft to fix it."
             )
-        self.display = state.oversized or state.saved_oversized
+        show(self, state.oversized or state.saved_oversized)
 
 
 class MessageLine(Shown):
