@@ -53,6 +53,8 @@ class StatusBar(Shown):
     """
 
     _state: DocumentState | None = None
+    #: The location and how it is shown: worked out once (it reads the settings, which scans the environment).
+    _place: tuple[str, str] | None = None
 
     def on_resize(self) -> None:
         if self._state is not None:
@@ -61,7 +63,9 @@ class StatusBar(Shown):
     def show(self, state: DocumentState) -> None:
         self._state = state
         mode = state.mode.label if state.mode is not None else "unknown"
-        place = short_location(state.location)
+        if self._place is None or self._place[0] != state.location:
+            self._place = (state.location, short_location(state.location))
+        place = self._place[1]
         fixed = len("Workspace ") + 2 * len(_SEP[0]) + len(place) + len("Mode ") + len(mode)
         room = self.content_size.width or 1_000  # before the first layout: as if wide
         name = elide(state.workspace_id, max(8, room - fixed)) if fixed + len(state.workspace_id) > room else (
