@@ -76,9 +76,10 @@ class MemoryFrameApp(App[int]):
         """Begin reading the memory now, on a thread of its own, before the app starts running.
 
         Opening the store, reading the head and opening its text then overlap Textual's own start
-        (its imports, the driver, the first compose) instead of waiting for the main screen to mount,
-        so the memory is on screen sooner; the main screen's first load takes this read's outcome
-        instead of making its own (errors and all, as `calls.load` reports them). For a process that
+        (its imports, the driver, the stylesheet) instead of waiting for the main screen to mount;
+        the main screen, when it is made, waits briefly for what is left of the read
+        (`screens.memory.FIRST_READ_WAIT`), so its first paint is the memory. Its first load takes
+        this read's outcome instead of making its own (errors and all, as `calls.load` reports them). For a process that
         is the frame (`run_frame`): tests mount the screen and let it read as before.
         """
         import threading

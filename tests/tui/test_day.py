@@ -536,6 +536,47 @@ def test_a_first_load_done_before_the_screen_mounts_is_in_its_first_paint(stage:
     asyncio.run(main())
 
 
+def test_a_first_load_that_finishes_while_the_screen_is_made_is_in_its_first_paint(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The main screen, when it is made, waits (up to FIRST_READ_WAIT) for the early read still under
+    way: its first paint is the memory, not an empty editor painted again once the text arrives."""
+    from memframe.tui.screens import memory
+
+    stage.other.save(TEXT, 0)
+    backend = CountingLoads(stage.frame, hold=threading.Event())
+    hold = backend.hold
+    assert hold is not None
+    wait = memory.wait
+
+    def read_ends_while_waited_for(futures: Any, timeout: float | None = None) -> Any:
+        assert not hold.is_set()  # the read is still under way when the screen is made
+        threading.Timer(0.05, hold.set).start()
+        return wait(futures, timeout=timeout)
+
+    made_holding: list[str] = []  # the text each editor was made with
+    first_text = memory.MemoryScreen._first_text
+
+    def editor_text(screen: MemoryScreen) -> str:
+        made_holding.append(first_text(screen))
+        return made_holding[-1]
+
+    monkeypatch.setattr(memory, "wait", read_ends_while_waited_for)
+    monkeypatch.setattr(memory.MemoryScreen, "_first_text", editor_text)
+    monkeypatch.setattr(memory, "FIRST_READ_WAIT", 10.0)  # a slow machine: the read ends well within it
+    app = stage.app(backend)
+    app.start_first_load()
+
+    async def main() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            assert made_holding == [TEXT]  # made holding the memory: no empty editor painted first
+            assert main_screen(pilot).editor.text == TEXT
+            assert main_screen(pilot).state.base_version == 1 and backend.loads == 1
+
+    asyncio.run(main())
+
+
 def test_the_editor_made_holding_the_memory_highlights_it_as_markdown(stage: Stage) -> None:
     """The editor is made with the text of a first read already done, and gets its Markdown
     highlighting once (set after the TextArea is made): the text, the language and the highlights."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
@@ -43,11 +44,22 @@ if TYPE_CHECKING:
     from memframe.tui import calls
 
 
+#: How long the main screen, when it is made, waits for a first read already under way (`run_frame`)
+#: rather than showing an empty editor first: a local read takes ~20 ms; a remote one may take longer.
+FIRST_READ_WAIT = 0.25
+
+
 class MemoryScreen(Screen[None]):
     """Edit the memory; Save, Clear, Undo (via Changes), Reload, switch mode."""
 
     class Started(Message):
         """The first load has been shown (or has failed and said so): the frame has started."""
+
+    #: No -narrow / -wide / -low / -tall classes here: nothing in the .tcss reflows this screen by them,
+    #: and setting them on the first resize restyled every widget of the screen before its first paint.
+    #: The dialogs and side screens keep the app's breakpoints.
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = []  # type: ignore[misc]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = []  # type: ignore[misc]
 
     # The footer shows Save, Changes, Assistant and Proposals (with Help and Quit, so it fits 80 columns);
     # every binding is also in help (F1) and the command palette.
@@ -98,10 +110,21 @@ class MemoryScreen(Screen[None]):
         yield KeyFooter()
 
     def _first_text(self) -> str:
-        """The memory's text when the first read is done already: the editor is made holding it, rather
-        than made empty and loaded (each costs a parse of the text). The load applies it as before."""
+        """The memory's text when the first read is done: the editor is made holding it, rather than
+        made empty and loaded (each costs a parse of the text). The load applies it as before.
+
+        A read still under way is waited for, up to FIRST_READ_WAIT: the thread that reads shares
+        the interpreter lock with Textual's start, and each of its SQLite and decrypt calls gave the
+        lock away and waited a switch interval for it back, so a 20 ms read took ~120 ms and the
+        first screen was an empty editor, painted again once the text arrived. Waited for here, the
+        read has the interpreter to itself and the first screen is the memory. A read slower than
+        that (a distant server) is shown when it arrives, as before, under "Loading the memory…".
+        """
         first = self._first_load
-        if first is None or not first.done() or first.exception() is not None:
+        if first is None:
+            return ""
+        wait([first], timeout=FIRST_READ_WAIT)
+        if not first.done() or first.exception() is not None:
             return ""
         doc = first.result().doc
         return "" if doc is None else doc.text

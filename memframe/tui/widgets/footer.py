@@ -13,6 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey  # Textual's own footer item; not exported publicly
 
+from memframe.tui.widgets.status import show
+
 #: Actions shown before the screen's own keys, in this order.
 FIRST = ("app.help", "help", "app.quit", "quit")
 
@@ -41,6 +43,9 @@ class KeyFooter(Footer):
             key = FooterKey(binding.key, self.app.get_key_display(binding), binding.description, "app.help",
                             tooltip=binding.tooltip)  # fmt: skip
             widgets.insert(0, key.data_bind(compact=Footer.compact))
+        for widget in widgets:
+            if isinstance(widget, FooterKey):
+                _settle_compact(widget, True if widget.has_class("-command-palette") else self.compact)
 
         def rank(widget: object) -> int:
             action = getattr(widget, "action", None)  # a FooterKey (not public API) names its action
@@ -64,7 +69,7 @@ class KeyFooter(Footer):
                 self._widths[key] = key.outer_size.width
             width = self._widths.get(key, 0)
             used += width
-            key.display = used <= room or not width
+            show(key, used <= room or not width)  # unchanged: no layout pass after the first paint
         if any(not self._widths.get(key) for key in keys) and self._unmeasured_fits < 20:
             self._unmeasured_fits += 1  # not laid out yet: fit again once they are
             self.call_after_refresh(self._fit)
@@ -104,3 +109,14 @@ class KeyFooter(Footer):
                                           palette[1].tooltip, palette[2]),
             None if helper is None else (helper.key, app.get_key_display(helper), helper.description, helper.tooltip),
         )  # fmt: skip
+
+
+def _settle_compact(key: FooterKey, compact: bool) -> None:
+    """Give a key, before it mounts, the `compact` value (and its -compact class) it ends up with.
+
+    A FooterKey starts compact (Textual's default), takes the -compact class and is restyled when it
+    mounts, then is bound to the footer's `compact` (False) and restyled again without it: two
+    restyles of every key before the first paint, for the look it had when made. The palette key is
+    not bound and stays compact."""
+    key.set_reactive(FooterKey.compact, compact)
+    key.set_class(compact, "-compact", update=False)

@@ -8,6 +8,7 @@ does not hold.
 from __future__ import annotations
 
 from rich.text import Text
+from textual.widget import Widget
 from textual.widgets import Static
 
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES
@@ -27,7 +28,15 @@ class Shown(Static):
         if content != self._shown:
             self._shown = content
             self.update(content)
-        self.display = display
+        show(self, display)
+
+
+def show(widget: Widget, display: bool) -> None:
+    """Show or hide `widget`, touching its styles only if that changes anything: setting `display`
+    to what it already is still adds an inline rule the first time, and asks the screen for a
+    layout pass (one more before the frame's first paint, for every widget so set)."""
+    if widget.display != display:
+        widget.display = display
 
 
 def elide(text: str, width: int) -> str:
@@ -44,6 +53,8 @@ class StatusBar(Shown):
     """
 
     _state: DocumentState | None = None
+    #: The location and how it is shown: worked out once (it reads the settings, which scans the environment).
+    _place: tuple[str, str] | None = None
 
     def on_resize(self) -> None:
         if self._state is not None:
@@ -52,7 +63,9 @@ class StatusBar(Shown):
     def show(self, state: DocumentState) -> None:
         self._state = state
         mode = state.mode.label if state.mode is not None else "unknown"
-        place = short_location(state.location)
+        if self._place is None or self._place[0] != state.location:
+            self._place = (state.location, short_location(state.location))
+        place = self._place[1]
         fixed = len("Workspace ") + 2 * len(_SEP[0]) + len(place) + len("Mode ") + len(mode)
         room = self.content_size.width or 1_000  # before the first layout: as if wide
         name = elide(state.workspace_id, max(8, room - fixed)) if fixed + len(state.workspace_id) > room else (
@@ -107,7 +120,7 @@ class SizeWarning(Shown):
                 f"⚠ The saved version {state.base_version} is oversized and is not recalled. "
                 "Save this shorter draft to fix it."
             )
-        self.display = state.oversized or state.saved_oversized
+        show(self, state.oversized or state.saved_oversized)
 
 
 class MessageLine(Shown):
