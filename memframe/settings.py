@@ -34,17 +34,19 @@ Secrets (tokens, passphrases, API keys) come only from the environment, never
 from the file. A file memframe cannot read or understand is one `InvalidInput`
 line naming the file and the problem.
 
-Start-up stays light: this module imports only `os` and `types` at the top (the
+Start-up stays light: this module imports only `os`, `sys` and `types` at the top (the
 fast `history -p` path loads it), TOML is parsed only when the file exists, and
 `Settings` is a hand-written frozen record because `dataclasses` would import
 `inspect` on that path. Nor does that path import `pathlib` (with `fnmatch`, `re` and
 `urllib.parse` behind it, a third of its start-up): the folders are read as strings, and a
-`Path` is made the first time a caller asks for `home` or `config_file`.
+`Path` is made the first time a caller asks for `home` or `config_file`; and on Linux, without
+`MEMFRAME_HOME`, the folders are found without importing platformdirs (`_user_dir`).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from types import MappingProxyType
 
 TYPE_CHECKING = False
@@ -209,9 +211,48 @@ def _config_location(environ: Mapping[str, str]) -> str:
     home = environ.get("MEMFRAME_HOME")
     if home:
         return join_location(_location(home), CONFIG_NAME)
-    from platformdirs import user_config_dir
+    return join_location(_user_dir("config"), CONFIG_NAME)
 
-    return str(_path(user_config_dir("memframe", appauthor=False)) / CONFIG_NAME)
+
+#: kind -> (the XDG variable naming the folder, the folder in $HOME without it), as platformdirs reads them.
+_XDG_USER_DIRS = {"data": ("XDG_DATA_HOME", "/.local/share"), "config": ("XDG_CONFIG_HOME", "/.config")}
+
+
+def _user_dir(kind: str) -> str:
+    """`str(Path(platformdirs.user_<kind>_dir("memframe", appauthor=False)))` for kind "data" or
+    "config": the folder with no `MEMFRAME_HOME` (or `MEMFRAME_CONFIG`), as a string.
+
+    platformdirs takes ~30 ms to import (pathlib, re, tempfile and its own modules), which a person
+    without `MEMFRAME_HOME` would pay on every command, `history -p` too. On Linux with an absolute
+    `$HOME` its answer is short to give (`_xdg_user_dir`); everywhere else it is asked."""
+    plain = _xdg_user_dir(kind)
+    if plain is not None:
+        return plain
+    import platformdirs
+
+    found = platformdirs.user_data_dir if kind == "data" else platformdirs.user_config_dir
+    return str(_path(found("memframe", appauthor=False)))
+
+
+def _xdg_user_dir(kind: str) -> str | None:
+    """platformdirs' user folder of `kind` on Linux (not Android) with an absolute `$HOME`: the XDG
+    variable when it is an absolute path, else that folder in `$HOME`; then "memframe" in it. None
+    anywhere else, and for a location pathlib would rewrite. platformdirs reads `os.environ`, and so
+    does this. (Checked against platformdirs itself by the tests.)"""
+    environ = os.environ
+    if sys.platform != "linux" or hasattr(sys, "getandroidapilevel"):
+        return None
+    if environ.get("ANDROID_DATA") == "/data" and environ.get("ANDROID_ROOT") == "/system":
+        return None  # what platformdirs takes for an Android app: it decides
+    home = environ.get("HOME", "")
+    if not home.startswith("/"):
+        return None  # no HOME, or a relative one: platformdirs asks the password database
+    variable, in_home = _XDG_USER_DIRS[kind]
+    base = environ.get(variable, "")
+    if not base.startswith("/"):  # unset, empty or relative: ignored, as the XDG spec says
+        base = (home.rstrip("/") + in_home) or "/"  # os.path.expanduser("~" + in_home)
+    folder = os.path.join(base, "memframe")
+    return folder if _plain(folder) else None
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
@@ -226,12 +267,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
     file = _read_file(config_file, required=bool(env.get("MEMFRAME_CONFIG")))
     model: dict[str, Any] = file.get("model", {})
     home_env = env.get("MEMFRAME_HOME")
-    if home_env:
-        home = _location(home_env)
-    else:
-        from platformdirs import user_data_dir
-
-        home = str(_path(user_data_dir("memframe", appauthor=False)))
+    home = _location(home_env) if home_env else _user_dir("data")
     db = env.get("MEMFRAME_DB")
     return Settings(
         home=home,

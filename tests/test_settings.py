@@ -205,3 +205,42 @@ def test_write_setting_a_write_failure_is_one_line_naming_the_file(tmp_path: Pat
 def test_write_setting_only_writes_top_level_strings(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         settings.write_setting(tmp_path / "config.toml", "keymap", "x")
+
+
+@pytest.mark.parametrize("kind", ["data", "config"])
+def test_the_user_folders_are_the_ones_platformdirs_names(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without MEMFRAME_HOME the folders are platformdirs' own, whether found without it (Linux,
+    an absolute HOME) or by asking it, for every HOME and XDG variable a person may have."""
+    import platformdirs
+
+    ask = platformdirs.user_data_dir if kind == "data" else platformdirs.user_config_dir
+    variable = settings._XDG_USER_DIRS[kind][0]
+    homes = [None, "/home/ann", "/home/ann/", "/", "//home/ann", "/home/a b", "relative/home", ""]
+    xdgs = [None, "", "/srv/x", "/srv/x/", "relative", "~/x", "//srv/x", "/srv/./x", "/"]
+    found_without = 0
+    for home in homes:
+        for xdg in xdgs:
+            for name, value in (("HOME", home), (variable, xdg)):
+                if value is None:
+                    monkeypatch.delenv(name, raising=False)
+                else:
+                    monkeypatch.setenv(name, value)
+            expected = str(Path(ask("memframe", appauthor=False)))
+            assert settings._user_dir(kind) == expected, (home, xdg)
+            found_without += settings._xdg_user_dir(kind) is not None
+    if sys.platform == "linux":
+        assert found_without >= 20  # the usual cases never import platformdirs
+
+
+def test_without_memframe_home_the_folders_are_found_without_platformdirs(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFRAME_", "XDG_"))}
+    env["HOME"] = str(tmp_path)
+    probe = (
+        "import sys\n"
+        "from memframe import settings\n"
+        "s = settings.current()\n"
+        "print(s.home_dir, s.config_file, 'platformdirs' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    expected = f"{tmp_path}/.local/share/memframe {tmp_path}/.config/memframe/config.toml"
+    assert done.stdout.strip() == f"{expected} {sys.platform != 'linux'}", done.stderr
