@@ -118,7 +118,6 @@ class _Rivals:
             mine = None if key in self._flying else _Flight()
             if mine is not None:
                 self._flying[key] = mine
-                self._making.setdefault(workspace_id, mine)
         try:
             yield mine
         finally:
@@ -127,6 +126,15 @@ class _Rivals:
                 with self._lock:
                     del self._flying[key]
                 mine.answered.release()
+
+    def making(self, workspace_id: str, flight: _Flight | None) -> None:
+        """`flight`'s batch is being made now, on the thread committing its group: the captures
+        refused behind a rival in its workspace yield to it until it is made."""
+        if flight is None:
+            return
+        with self._lock:
+            if not flight.told_made:
+                self._making.setdefault(workspace_id, flight)
 
     def made(self, workspace_id: str, flight: _Flight | None) -> None:
         """`flight`'s batch is made (only its COMMIT remains): the captures yielding to it go on.
@@ -221,6 +229,7 @@ class CaptureMixin(AssistantBase):
             # fsync, each in its own savepoint, so a refused one rolls back alone and the waiting
             # threads do not fight over the interpreter meanwhile. The base is read here, in the
             # batch, so an earlier capture of the same group is seen as the conflict it is.
+            self._rivals.making(workspace_id, flight)
             try:
                 return made(conn)
             finally:
