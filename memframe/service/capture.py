@@ -14,6 +14,7 @@ import json
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -48,6 +49,10 @@ _CURRENT_VERSION = "SELECT current_version FROM files WHERE workspace_id = ? AND
 #: The longest a capture refused behind a rival yields to another capture of its workspace whose
 #: batch is being made (a bound only: the yield ends as soon as that batch is made).
 _YIELD_SECONDS = 0.005
+#: How long after a rival's answer the captures that waited for it, all but the first, give the
+#: next batch of their workspace to start (the first one's retry, usually) before they are judged.
+#: A bound on a wait, shared by all of them: none waits longer for a batch that does not come.
+_GRACE_SECONDS = 0.0005
 
 
 class _FenceDidNotHold(Exception):
@@ -57,12 +62,15 @@ class _FenceDidNotHold(Exception):
 class _Flight:
     """One capture of this process between its last check and its batch's answer."""
 
-    __slots__ = ("answered", "made", "told_made")
+    __slots__ = ("answered", "answered_at", "behind", "made", "starts_seen", "told_made")
 
     def __init__(self) -> None:
         #: Held until the batch has its answer; then passed from one waiter to the next.
         self.answered = threading.Lock()
         self.answered.acquire()
+        self.answered_at = 0.0  # monotonic; set before `answered` is first released
+        self.starts_seen = 0  # the workspace's batches started by then (`_Rivals._starts`)
+        self.behind = 0  # the waiters that have taken the baton so far
         #: Held while the batch is being made (its statements, the seal): released before its
         #: COMMIT, when this capture no longer needs the interpreter.
         self.made = threading.Lock()
@@ -88,9 +96,12 @@ class _Rivals:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._started = threading.Condition(self._lock)  # a batch started being made
         self._flying: dict[tuple[str, int], _Flight] = {}
-        #: Per workspace, the flight whose batch is being made (the first announced, if several).
+        #: Per workspace, the flight whose batch is being made (the first, if several), and how
+        #: many of its captures' batches have started being made so far.
         self._making: dict[str, _Flight] = {}
+        self._starts: dict[str, int] = {}
 
     def wait(self, workspace_id: str, expected_version: int, batons: list[threading.Lock]) -> bool:
         """Wait for the rival in flight, if there is one, then yield to a batch being made; True if
@@ -102,11 +113,24 @@ class _Rivals:
             return False
         rival.answered.acquire()
         batons.append(rival.answered)
+        rival.behind += 1
+        self._yield(workspace_id, rival, grace=rival.behind > 1)
+        return True
+
+    def _yield(self, workspace_id: str, rival: _Flight, *, grace: bool) -> None:
+        """Before a capture behind `rival` is judged: let a batch of its workspace being made be
+        made; with `grace`, first give one until a moment after the rival's answer to start."""
         with self._lock:
+            if grace:
+                deadline = rival.answered_at + _GRACE_SECONDS
+                while self._starts.get(workspace_id, 0) == rival.starts_seen:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._started.wait(left)
             making = self._making.get(workspace_id)
         if making is not None and making.made.acquire(timeout=_YIELD_SECONDS):
             making.made.release()
-        return True
 
     @contextmanager
     def flying(self, workspace_id: str, expected_version: int) -> Iterator[_Flight | None]:
@@ -125,6 +149,8 @@ class _Rivals:
                 self.made(workspace_id, mine)  # a batch that never ran is made too
                 with self._lock:
                     del self._flying[key]
+                    mine.starts_seen = self._starts.get(workspace_id, 0)
+                mine.answered_at = time.monotonic()
                 mine.answered.release()
 
     def making(self, workspace_id: str, flight: _Flight | None) -> None:
@@ -133,8 +159,10 @@ class _Rivals:
         if flight is None:
             return
         with self._lock:
+            self._starts[workspace_id] = self._starts.get(workspace_id, 0) + 1
             if not flight.told_made:
                 self._making.setdefault(workspace_id, flight)
+            self._started.notify_all()
 
     def made(self, workspace_id: str, flight: _Flight | None) -> None:
         """`flight`'s batch is made (only its COMMIT remains): the captures yielding to it go on.
