@@ -217,10 +217,10 @@ class CaptureMixin(AssistantBase):
     ) -> CaptureReceipt:
         # A rival with the same base in flight: its answer first, so this capture's checks run after
         # the rival's batch instead of beside it (on one interpreter), and see whether it landed.
-        self._rivals.wait(workspace_id, expected_version, batons)
+        rival_seen = self._rivals.wait(workspace_id, expected_version, batons)
         # One statement, no transaction: the caller's thread does as little as it can before the
         # batch, where the thread committing the group does the rest (see `batch` below). The same
-        # snapshot gives the memory's current version, for `_refuse_known_stale`.
+        # snapshot gives the memory's current version, read after the rival (if any) answered.
         admission_id, _ = parse_credential(credential)
         row = self.db.read_row(_CAPTURE_ADMISSION, (workspace_id, MEMORY_PATH, admission_id))
         admission = checked_admission(None if row is None else row[:-3], workspace_id, credential)
@@ -239,8 +239,10 @@ class CaptureMixin(AssistantBase):
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if self.before_fence_batch is not None:
             self.before_fence_batch()
+        if rival_since:
+            current = self._current_version(workspace_id)
         self._refuse_known_stale(
-            workspace_id, expected_version, None if rival_since else 0 if current is None else int(current)
+            expected_version, 0 if current is None else int(current), rival_seen=rival_seen or rival_since
         )
         now = self.db.clock()
         params = {
@@ -328,21 +330,24 @@ class CaptureMixin(AssistantBase):
             version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
         return CaptureReceipt(a.id, version.info, replayed=True)
 
-    def _refuse_known_stale(self, workspace_id: str, expected_version: int, current: int | None) -> None:
+    @staticmethod
+    def _refuse_known_stale(expected_version: int, current: int, *, rival_seen: bool) -> None:
         """The batch's first two answers, given before joining a group where they are already
-        certain: a negative base, and a base below the current version (versions only grow, so
-        the batch would find it stale too). Same refusal, same place in the order of refusals
-        (after the credential, idempotency and key-session checks, before every other one), but
-        a writer that lost the race is told without queueing behind the group commit or taking a
-        savepoint there. `current` is the version read with the admission, or None when a rival
-        took off after that read and has answered since: then it is read again, after it."""
+        certain: a negative base, and, after a rival with the same base answered, a base below
+        the current version (versions only grow, so the batch would find it stale too). Same
+        refusal, same place in the order of refusals (after the credential, idempotency and
+        key-session checks, before every other one), but a writer that lost the race is told
+        without queueing behind the group commit or taking a savepoint there. `current` was read
+        after the rival answered. Without a rival the batch judges the base: a base made stale by
+        a person's Save is refused there, with the same answer, at the batch's own commit point."""
         if expected_version < 0:
             raise InvalidInput("The base version cannot be negative.")
-        if current is None:
-            row = self.db.read_row(_CURRENT_VERSION, (workspace_id, MEMORY_PATH))
-            current = 0 if row is None else int(row[0])
-        if expected_version < current:
+        if rival_seen and expected_version < current:
             raise VersionConflict(current)
+
+    def _current_version(self, workspace_id: str) -> int:
+        row = self.db.read_row(_CURRENT_VERSION, (workspace_id, MEMORY_PATH))
+        return 0 if row is None else int(row[0])
 
     @staticmethod
     def _current_base(conn: sqlite3.Connection, workspace_id: str, expected_version: int) -> bytes | None:

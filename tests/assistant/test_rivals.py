@@ -1,9 +1,9 @@
-"""Captures that lost a race, on one workspace: refused early and one at a time, out of the winner's way.
+"""Captures that lost a race, on one workspace: judged one at a time, out of the winner's way.
 
-Only one capture can land per version (compare-and-set, never a rebase). The ones that cannot are
-refused before the group commit once their base is known stale; the ones that waited for a rival
-take its answer as a baton, one after another; and before they are judged they yield to a batch of
-their workspace being made, so the next winner makes its batch alone. Each of these is only a
+Only one capture can land per version (compare-and-set, never a rebase). The ones that waited for
+a rival take its answer as a baton, one after another (and are refused before the group commit if
+it landed); before they are judged they yield to a batch of their workspace being made, so the
+next winner makes its batch alone. Each of these is only a
 wait: the answers are pinned in test_refusal_order.py, and here too.
 """
 
@@ -56,25 +56,6 @@ def at_version_two(stage: Stage) -> Stage:
     stage.person.save("# Memory\n- a person's edit\n", 1)
     stage.set_mode(Mode.AUTO)
     return stage
-
-
-def test_a_base_already_stale_is_refused_before_the_group_commit(
-    at_version_two: Stage, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """No rival needed: the admission's read also gives the current version, so a base a person's
-    Save made stale is refused without queueing, with the answer the batch would give."""
-    stage = at_version_two
-    admission = stage.admit()
-    batches: list[object] = []
-    real = stage.service.db.write_together
-    monkeypatch.setattr(stage.service.db, "write_together", lambda work: batches.append(work) or real(work))
-    with pytest.raises(VersionConflict) as err:
-        _capture(stage, admission, 1)
-    assert err.value.current_version == 2
-    assert batches == []
-    assert not stage.consumed(admission) and stage.fence_rows() == 0
-    _capture(stage, admission, 2)  # at the current base the same turn still lands, through the batch
-    assert len(batches) == 1 and stage.consumed(admission)
 
 
 @pytest.mark.race
