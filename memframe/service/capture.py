@@ -69,7 +69,7 @@ class _Flight:
         self.answered = threading.Lock()
         self.answered.acquire()
         self.answered_at = 0.0  # monotonic; set before `answered` is first released
-        self.starts_seen = 0  # the workspace's batches started by then (`_Rivals._starts`)
+        self.starts_seen = 0  # the batches started by then, in any workspace (`_Rivals._starts`)
         self.behind = 0  # the waiters that have taken the baton so far
         #: Held while the batch is being made (its statements, the seal): released before its
         #: COMMIT, when this capture no longer needs the interpreter.
@@ -98,10 +98,11 @@ class _Rivals:
         self._lock = threading.Lock()
         self._started = threading.Condition(self._lock)  # a batch started being made
         self._flying: dict[tuple[str, int], _Flight] = {}
-        #: Per workspace, the flight whose batch is being made (the first, if several), and how
-        #: many of its captures' batches have started being made so far.
+        #: Per workspace, the flight whose batch is being made (the first, if several); and how
+        #: many captures' batches have started being made so far, in any workspace (a grace ends
+        #: at the next one: one count, so nothing here grows with the workspaces this process saw).
         self._making: dict[str, _Flight] = {}
-        self._starts: dict[str, int] = {}
+        self._starts = 0
 
     def wait(self, workspace_id: str, expected_version: int, batons: list[threading.Lock]) -> bool:
         """Wait for the rival in flight, if there is one, then yield to a batch being made; True if
@@ -123,7 +124,7 @@ class _Rivals:
         with self._lock:
             if grace:
                 deadline = rival.answered_at + _GRACE_SECONDS
-                while self._starts.get(workspace_id, 0) == rival.starts_seen:
+                while self._starts == rival.starts_seen:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
@@ -149,7 +150,7 @@ class _Rivals:
                 self.made(workspace_id, mine)  # a batch that never ran is made too
                 with self._lock:
                     del self._flying[key]
-                    mine.starts_seen = self._starts.get(workspace_id, 0)
+                    mine.starts_seen = self._starts
                 mine.answered_at = time.monotonic()
                 mine.answered.release()
 
@@ -159,7 +160,7 @@ class _Rivals:
         if flight is None:
             return
         with self._lock:
-            self._starts[workspace_id] = self._starts.get(workspace_id, 0) + 1
+            self._starts += 1
             if not flight.told_made:
                 self._making.setdefault(workspace_id, flight)
             self._started.notify_all()
