@@ -37,7 +37,8 @@ from memframe.service.fence import FENCE_INSERT, failed_predicates
 from memframe.service.policy import read_policy
 
 #: The admission a capture presents and, in the same snapshot, the current version of the memory
-#: (None if never written): a base already stale is known without a second statement.
+#: (None if never written): read after a rival answered, it tells whether the rival made the base
+#: stale without a second statement.
 _CAPTURE_ADMISSION = (
     f"SELECT {ADMISSION_COLUMNS}, committed_version, commit_request_hash,"
     " (SELECT current_version FROM files WHERE workspace_id = ? AND path = ?)"
@@ -90,7 +91,9 @@ class _Rivals:
     it is judged, yields to a capture of its workspace whose batch is being made (the next
     winner, usually), until that batch is made: the winner's statements and seal do not share
     the interpreter with their refusals, which run while it waits for its COMMIT's fsync instead.
-    Only ever a wait: every answer, and the order refusals are decided in, is what it is
+    All but the first also give such a batch a moment to start (`_GRACE_SECONDS` after the
+    rival's answer): the first is refused at once, and its retry is usually the next winner.
+    Only ever a bounded wait: every answer, and the order refusals are decided in, is what it is
     without it.
     """
 
