@@ -93,8 +93,8 @@ class _Rivals:
     the interpreter with their refusals, which run while it waits for its COMMIT's fsync instead.
     All but the first also give such a batch a moment to start (`_GRACE_SECONDS` after the
     rival's answer): the first is refused at once, and its retry is usually the next winner.
-    Only ever a bounded wait: every answer, and the order refusals are decided in, is what it is
-    without it.
+    Only ever a wait (for a rival's answer, or bounded): every answer, and the order refusals are
+    decided in, is what it is without it.
     """
 
     def __init__(self) -> None:
