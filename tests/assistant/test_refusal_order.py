@@ -263,12 +263,12 @@ class HeldBatches:
                 assert self.gate.wait(30), "the held batch was never released"
             return real(work)
 
-        def wait(workspace_id: str, expected_version: int) -> bool:
+        def wait(workspace_id: str, expected_version: int, batons: list[threading.Lock]) -> bool:
             # The held rival goes on once the other capture is here (whether that capture then finds
             # it still in flight or already answered, its own answer must be the same).
             if threading.current_thread().name != "held":
                 self.gate.set()
-            return look(workspace_id, expected_version)
+            return look(workspace_id, expected_version, batons)
 
         monkeypatch.setattr(stage.service.db, "write_together", write_together)
         monkeypatch.setattr(rivals, "wait", wait)
