@@ -32,11 +32,12 @@ class ModelOptions:
     context is full. A streamed answer is also cut off here at `max_tokens`
     pieces, because a server may ignore the limit (llama-cpp-python's
     chatml-function-calling does when it chooses between text and tools
-    itself); closing the stream is what stops such a server. `tool_choice` is sent whenever tools are: some chat formats
-    (llama-cpp-python's chatml-function-calling) render the tool list only when
-    it is set. A tool's name forces that tool on the call that answers the
-    person's message; the calls after its result go back to "auto", so a forced
-    tool cannot loop. `system_as_user` folds the system message (the recall
+    itself); closing the stream is what stops such a server. `tool_choice` is
+    sent whenever tools are: some chat formats (llama-cpp-python's
+    chatml-function-calling) render the tool list only when it is set. A
+    tool's name forces that tool on the call that answers the person's
+    message; the calls after its result go back to "auto", so a forced tool
+    cannot loop. `system_as_user` folds the system message (the recall
     block included) into the first user message, for chat formats that drop
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.

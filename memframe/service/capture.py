@@ -36,16 +36,15 @@ from memframe.service.admissions import (
 from memframe.service.fence import FENCE_INSERT, failed_predicates
 from memframe.service.policy import read_policy
 
+_CURRENT_VERSION = "SELECT current_version FROM files WHERE workspace_id = ? AND path = ?"
+
 #: The admission a capture presents and, in the same snapshot, the current version of the memory
 #: (None if never written): read after a rival answered, it tells whether the rival made the base
 #: stale without a second statement.
 _CAPTURE_ADMISSION = (
-    f"SELECT {ADMISSION_COLUMNS}, committed_version, commit_request_hash,"
-    " (SELECT current_version FROM files WHERE workspace_id = ? AND path = ?)"
+    f"SELECT {ADMISSION_COLUMNS}, committed_version, commit_request_hash, ({_CURRENT_VERSION})"
     " FROM workspace_memory_admissions WHERE id = ?"
 )
-
-_CURRENT_VERSION = "SELECT current_version FROM files WHERE workspace_id = ? AND path = ?"
 
 #: The longest a capture refused behind a rival yields to another capture of its workspace whose
 #: batch is being made (a bound only: the yield ends as soon as that batch is made).

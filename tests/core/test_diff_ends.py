@@ -18,9 +18,7 @@ from hypothesis import strategies as st
 from memframe import crypto
 from memframe.core import diffs
 from memframe.core.diffs import unified_diff_counted, unified_diff_text
-
-KEY = bytes(range(32))
-W, P = "w", "p"
+from tests.test_crypto_delta import KEY, P, W, seal_history
 
 #: Lines that make the ends ambiguous: repeats, empty lines, shared beginnings, a last line without "\n".
 PIECES = ["- a\n", "- ab\n", "- a b\n", "\n", "x\n", "x", "- a", "# T\n", "- b\n"]
@@ -140,29 +138,12 @@ def test_a_chain_of_long_texts_diffed_back_with_carried_counts() -> None:
 # --- where the ends come from: the opener of a delta ---------------------------------------------
 
 
-def sealed(texts: list[str]) -> list[bytes]:
-    blobs: list[bytes] = []
-    for version, text in enumerate(texts, start=1):
-        blobs.append(
-            crypto.seal(
-                KEY,
-                text,
-                workspace_id=W,
-                path=P,
-                version=version,
-                previous=blobs[-1] if blobs else None,
-                previous_text=texts[version - 2] if blobs else None,
-            )
-        )
-    return blobs
-
-
 def test_the_opener_reports_a_deltas_ends_and_nothing_else() -> None:
     texts = [LONG]
     for i in range(crypto.KEYFRAME_EVERY + 3):
         texts.append(texts[-1].replace(f"- fact number {i % 40}\n", f"- fact number {i % 40}\n- added {i}\n", 1))
     texts.append(texts[-1] + "- ünïcode\n")  # not ASCII: the delta's bytes are not characters
-    blobs = sealed(texts)
+    blobs = seal_history(texts)
     opener = crypto.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
     for version, (text, blob) in enumerate(zip(texts, blobs, strict=True), start=1):
         shown, ends = opener.with_ends(blob, version)
