@@ -15,6 +15,15 @@ other requests while the service answers and one wake-up of the service answers 
 call alone reads its answer as soon as its write returns, which on few cores is usually when the
 service has already answered.
 
+Where a recall's round trip goes (2 cores, one recall at a time, timestamps in both processes):
+~150 µs p50 against ~10 µs for the in-process store. The worker's write wakes the service on the
+worker's own core and it runs at once (the write returns only after the service has answered, ~9
+recalls in 10), so the trip is serial, not overlapped with anything: ~20 µs of this client's Python
+before the write, ~25 µs switch and dispatch into the service, ~60 µs of the service's Python for
+one resolve (6-9 µs with warm caches; they are cold after the worker's ~1 ms of request), ~15 µs
+back, ~25 µs of this client's Python after it. Sending the resolve earlier (say, before recall's
+snapshot read) would overlap nothing while the service shares this core.
+
 The service down (refusing connections, timing out, refusing our credential) is
 `KeySessionServiceDown`, a kind of `KeySessionUnavailable`: sends and captures are refused, recall
 withholds with `unavailable`, and people's Saves, which need no key, keep working. No message
