@@ -359,3 +359,113 @@ def test_each_event_loop_gets_its_own_kept_connection(sessions_and_service: tupl
             assert asyncio.run(store.resolve_async(info.id, "ws")) == key
     finally:
         store.close()
+
+
+# --- the pipe's own socket: an answer read the moment its write returns, a full socket buffer --------
+
+
+class _AnsweredBeforeReturning:
+    """The pipe's socket, whose `send` returns only once the service thread has written its answers
+    (as happens when the write wakes the service on this very core and it runs at once)."""
+
+    def __init__(self, sock: socket.socket, answered: Callable[[], None]) -> None:
+        self._sock, self._answered = sock, answered
+
+    def send(self, data: bytes) -> int:
+        sent = self._sock.send(data)
+        self._answered()
+        return sent
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+def test_a_call_alone_whose_answer_is_there_when_its_write_returns_is_answered_without_waiting(
+    socket_path: str,
+) -> None:
+    """The call completes on its first step (the coroutine never suspends): the answer is read
+    right after the write, not on a later turn of the loop; and it is still the service's answer to
+    this call, asked now (a second call asks again and gets its own answer)."""
+    import threading
+
+    from memframe.service.keysession_client import _LinePipe
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path)
+    listener.listen(1)
+    answered = threading.Event()
+    asked: list[bytes] = []
+
+    def service() -> None:  # blocking: reads one line at a time, answers it, says so
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as lines:
+            while line := lines.readline():
+                asked.append(line)
+                conn.sendall(_resolved(line))
+                answered.set()
+
+    thread = threading.Thread(target=service, daemon=True)
+    thread.start()
+
+    def wait_for_answer() -> None:
+        assert answered.wait(5)
+        answered.clear()
+
+    async def main() -> list[bytes]:
+        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=5.0)
+        try:
+            pipe = _LinePipe(asyncio.get_running_loop(), socket_path, 5.0)
+            await asyncio.shield(pipe._connected)
+            assert pipe._sock is not None
+            pipe._sock = _AnsweredBeforeReturning(pipe._sock, wait_for_answer)  # type: ignore[assignment]
+            keys = []
+            for session_id in ("ks_a", "ks_b"):
+                step = pipe.call(store._line("resolve", {"session_id": session_id, "workspace_id": "ws"}))
+                with pytest.raises(StopIteration) as done:  # finished on its first step: never suspended
+                    step.send(None)
+                status, body = done.value.value
+                assert status == 200
+                keys.append(base64.b64decode(body["key"]))
+            pipe.close_soon()
+            return keys
+        finally:
+            store.close()
+
+    try:
+        assert asyncio.run(main()) == [_key_of("ks_a"), _key_of("ks_b")]
+        assert [json.loads(line)["body"]["session_id"] for line in asked] == ["ks_a", "ks_b"]  # each asked
+    finally:
+        listener.close()
+        thread.join(5)
+
+
+def test_calls_beyond_what_the_socket_buffer_holds_are_all_written_in_order_and_answered(socket_path: str) -> None:
+    """Thousands of calls pipelined at once while the service has not started reading: more than
+    the socket takes in one send, so the rest waits for it to drain; every call gets its own answer."""
+    calls = 4000
+    started = asyncio.Event()
+
+    async def slow_then_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await started.wait()  # nothing read until every call is queued
+        while line := await reader.readline():
+            writer.write(_resolved(line))
+            await writer.drain()
+
+    async def main() -> None:
+        async with _client_of(socket_path, slow_then_answer) as store:
+            ids = [f"ks_{n}_{'x' * 100}" for n in range(calls)]  # ~200 bytes a line: ~800 KB in all
+            waiting = asyncio.gather(*(store.resolve_async(i, "ws") for i in ids))
+            for _ in range(3):
+                await asyncio.sleep(0)  # the first call connects, written; the rest gathered and flushed
+            pipe = store._pipe
+            assert pipe is not None
+            for _ in range(500):
+                if pipe._unsent:
+                    break
+                await asyncio.sleep(0.001)
+            assert pipe._unsent  # the socket did not take everything at once
+            started.set()
+            assert await waiting == [_key_of(i) for i in ids]
+            assert not pipe._unsent and not pipe.dead
+
+    asyncio.run(main())
