@@ -622,6 +622,7 @@ class Opener:
     key session's recall opens a new head with one decrypt; without it nothing is kept."""
 
     __slots__ = (
+        "__weakref__",  # a capture keeps its `TextGrams` beside the key session's opener, for as long as it lives
         "_aead",
         "_fetch",
         "_legacy_ad",

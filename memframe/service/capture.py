@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -185,6 +186,13 @@ class CaptureMixin(AssistantBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rivals = _Rivals()
+        #: Per key session's memory opener, the 8-byte windows of the head its last capture sealed
+        #: (`crypto.TextGrams`): the next capture's seal then knows its delta is smaller than any zlib
+        #: of the whole text could be without compressing it (the same bytes stored, ~0.3 ms less per
+        #: capture, on the thread committing the group). Kept only as long as the opener, which holds
+        #: the head's text itself: forgetting the session forgets both.
+        self._grams: weakref.WeakKeyDictionary[crypto.Opener, crypto.TextGrams] = weakref.WeakKeyDictionary()
+        self._grams_lock = threading.Lock()
 
     def commit_capture(
         self,
@@ -282,6 +290,7 @@ class CaptureMixin(AssistantBase):
                 version=version,
                 previous=base,
                 previous_text=base_text,
+                grams=self._grams_of(opener),
             )
             # The fence row first: a refused capture aborts before any version work, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
@@ -323,6 +332,14 @@ class CaptureMixin(AssistantBase):
             ) from None
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
+
+    def _grams_of(self, opener: crypto.Opener) -> crypto.TextGrams:
+        """The windows kept for `opener`'s memory (made on its first capture)."""
+        with self._grams_lock:
+            grams = self._grams.get(opener)
+            if grams is None:
+                grams = self._grams[opener] = crypto.TextGrams()
+            return grams
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different
