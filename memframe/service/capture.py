@@ -56,6 +56,16 @@ _YIELD_SECONDS = 0.005
 _GRACE_SECONDS = 0.0005
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A capture's version made before its batch, from the head `base` (None: never written)."""
+
+    base: bytes | None
+    text: str
+    blob: bytes
+    request_hash: str
+
+
 class _FenceDidNotHold(Exception):
     """A capture's batch found its fence row or its admission not as the fence requires."""
 
@@ -278,21 +288,13 @@ class CaptureMixin(AssistantBase):
 
         def made(conn: sqlite3.Connection) -> VersionInfo:
             base = self._current_base(conn, workspace_id, expected_version)
-            request_hash = _request_hash(changes, expected_version)  # only a capture that may land needs it
-            base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
-            text = apply_memory_changes(base_text, list(changes))
-            blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
-                key,
-                text,
-                workspace_id=workspace_id,
-                path=MEMORY_PATH,
-                version=version,
-                previous=base,
-                previous_text=base_text,
-                grams=self._grams_of(opener),
-            )
-            # The fence row first: a refused capture aborts before any version work, and an
+            if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
+                request_hash, text, blob = ahead.request_hash, ahead.text, ahead.blob
+            else:
+                request_hash = _request_hash(changes, expected_version)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+            # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
                 raise _FenceDidNotHold("fence row missing")  # the CHECK judged no row
@@ -322,6 +324,7 @@ class CaptureMixin(AssistantBase):
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             with self._rivals.flying(workspace_id, expected_version) as flight:
+                ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes)
                 info = self.db.write_together(batch)
         except refused:
             with self.db.read() as conn:
@@ -332,6 +335,55 @@ class CaptureMixin(AssistantBase):
             ) from None
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
+
+    def _made_ahead(
+        self,
+        workspace_id: str,
+        expected_version: int,
+        key: bytes,
+        opener: crypto.Opener,
+        changes: Sequence[MemoryChange],
+    ) -> _Ahead | None:
+        """The version this capture would write, made on the caller's thread from the head read now,
+        before it queues: the thread committing the group then only checks, in the batch's snapshot,
+        that the head is still that very ciphertext (versions are never rewritten in place, and the
+        head is never compacted), instead of opening, editing and sealing there, where the captures
+        of a group are made one after another. None where the head is not the expected version or
+        anything fails: then the batch makes it, and refuses what it refuses, in its own place in
+        the order of refusals (nothing is decided here)."""
+        try:
+            with self.db.read() as conn:
+                base = self._current_base(conn, workspace_id, expected_version)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+        except Exception:  # every refusal is the batch's to give
+            return None
+        return _Ahead(base, text, blob, _request_hash(changes, expected_version))
+
+    def _sealed(
+        self,
+        conn: sqlite3.Connection,
+        workspace_id: str,
+        expected_version: int,
+        base: bytes | None,
+        key: bytes,
+        opener: crypto.Opener,
+        changes: Sequence[MemoryChange],
+    ) -> tuple[str, bytes]:
+        """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
+        `conn`'s snapshot): the base opened, the changes applied, the result sealed."""
+        base_text = _open_base(opener, workspace_id, expected_version, base, conn)
+        text = apply_memory_changes(base_text, list(changes))
+        blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
+            key,
+            text,
+            workspace_id=workspace_id,
+            path=MEMORY_PATH,
+            version=expected_version + 1,
+            previous=base,
+            previous_text=base_text,
+            grams=self._grams_of(opener),
+        )
+        return text, blob
 
     def _grams_of(self, opener: crypto.Opener) -> crypto.TextGrams:
         """The windows kept for `opener`'s memory (made on its first capture)."""

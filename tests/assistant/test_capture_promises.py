@@ -151,3 +151,68 @@ def test_F2_what_a_capture_keeps_of_the_text_goes_with_its_key_session(stage: St
     sessions.forget(stage.key_session)
     gc.collect()
     assert kept() is None
+
+
+def test_F2_a_version_made_before_the_batch_is_not_written_over_a_newer_head(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture makes its version before it queues (`_made_ahead`); a person's Save landing after
+    that, before the batch, makes it a version conflict that writes and consumes nothing."""
+    stage.person.save("# Memory\n", 0)
+    stage.set_mode(Mode.AUTO)
+    a = stage.admit()
+    made_ahead = stage.assistant._made_ahead
+
+    def then_a_save(*args: object) -> object:
+        ahead = made_ahead(*args)
+        assert ahead is not None  # made from version 1
+        stage.person.save("# Memory\n- saved by a person\n", 1)
+        return ahead
+
+    monkeypatch.setattr(stage.assistant, "_made_ahead", then_a_save)
+    with pytest.raises(VersionConflict) as conflict:
+        stage.assistant.commit_capture(
+            "ws",
+            a.credential,
+            idempotency_key=f"memory:{a.id}",
+            key_session_id=a.key_session_id,
+            changes=ADD,
+            expected_version=1,
+        )
+    assert conflict.value.current_version == 2
+    assert stage.person.load().text == "# Memory\n- saved by a person\n"
+    assert not stage.consumed(a) and stage.fence_rows() == 0
+
+
+def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_was_made_from(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions are never rewritten in place, but should the head's ciphertext differ in the batch
+    from the one the version was made from, the batch makes it again from what it reads."""
+    stage.person.save("# Memory\n", 0)
+    stage.set_mode(Mode.AUTO)
+    a = stage.admit()
+    made_ahead = stage.assistant._made_ahead
+    other = crypto.seal(stage.key, "# Other\n", workspace_id="ws", path=MEMORY_PATH, version=1)
+
+    def then_swapped(*args: object) -> object:
+        ahead = made_ahead(*args)
+        assert ahead is not None
+        with stage.service.db.write() as conn:
+            conn.execute(
+                "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
+                " AND path = ? AND version = 1",
+                (8, crypto.content_hash(other), other, MEMORY_PATH),
+            )
+        return ahead
+
+    monkeypatch.setattr(stage.assistant, "_made_ahead", then_swapped)
+    stage.assistant.commit_capture(
+        "ws",
+        a.credential,
+        idempotency_key=f"memory:{a.id}",
+        key_session_id=a.key_session_id,
+        changes=ADD,
+        expected_version=1,
+    )
+    assert LocalBackend(stage.service, "ws", stage.key).load().text == "# Other\n- prefers tea\n"
