@@ -64,6 +64,21 @@ def test_a_count_of_another_text_is_started_again() -> None:
     assert grams.data == other and len(grams._counts) == distinct_windows(other)
 
 
+def test_a_copy_follows_an_edit_on_its_own() -> None:
+    """A capture's seal follows a copy of its head's count: the count it was copied from stays
+    exactly the head's, for the next seal made from the same head."""
+    grams = crypto.TextGrams()
+    head = TEXTS["notes"]
+    grams.follow(b"", head)
+    rng = random.Random(3)
+    for _ in range(5):
+        mine = grams.copy()
+        edited = _edit(rng, head, b"xyz- \n")
+        assert mine.follow(head, edited) == crypto.TextGrams().follow(b"", edited)
+        assert mine.data == edited and len(mine._counts) == distinct_windows(edited)
+        assert grams.data == head and len(grams._counts) == distinct_windows(head)
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     st.sampled_from(sorted(TEXTS)),

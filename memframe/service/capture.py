@@ -63,6 +63,7 @@ class _Ahead:
     base: bytes | None
     text: str
     blob: bytes
+    grams: crypto.TextGrams | None
     request_hash: str
 
 
@@ -196,11 +197,12 @@ class CaptureMixin(AssistantBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rivals = _Rivals()
-        #: Per key session's memory opener, the 8-byte windows of the head its last capture sealed
-        #: (`crypto.TextGrams`): the next capture's seal then knows its delta is smaller than any zlib
-        #: of the whole text could be without compressing it (the same bytes stored, ~0.3 ms less per
-        #: capture, on the thread committing the group). Kept only as long as the opener, which holds
-        #: the head's text itself: forgetting the session forgets both.
+        #: Per key session's memory opener, the 8-byte windows of the head (`crypto.TextGrams`), as
+        #: its last landed capture left them: a capture's seal follows a copy of them through its edit,
+        #: and so knows its delta is smaller than any zlib of the whole text could be without
+        #: compressing it (the same bytes stored, a fraction of the work). A copy, so captures made
+        #: from the same head that do not land leave them as they are. Kept only as long as the
+        #: opener, which holds the head's text itself: forgetting the session forgets both.
         self._grams: weakref.WeakKeyDictionary[crypto.Opener, crypto.TextGrams] = weakref.WeakKeyDictionary()
         self._grams_lock = threading.Lock()
 
@@ -290,10 +292,10 @@ class CaptureMixin(AssistantBase):
             base = self._current_base(conn, workspace_id, expected_version)
             version = expected_version + 1
             if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
-                request_hash, text, blob = ahead.request_hash, ahead.text, ahead.blob
+                request_hash, text, blob, grams = ahead.request_hash, ahead.text, ahead.blob, ahead.grams
             else:
                 request_hash = _request_hash(changes, expected_version)
-                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+                text, blob, grams = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
             # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
@@ -316,10 +318,10 @@ class CaptureMixin(AssistantBase):
             )
             if marked.rowcount != 1:
                 raise _FenceDidNotHold("admission already consumed")
-            written.append((blob, version, text))
+            written.append((blob, version, text, grams))
             return info
 
-        written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
+        written: list[tuple[bytes, int, str, crypto.TextGrams | None]] = []  # what the batch sealed, once it ran
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
@@ -333,7 +335,9 @@ class CaptureMixin(AssistantBase):
                 "Memory was not changed: " + "; ".join(f"not true that {r}" for r in reasons) + ".",
                 reasons=reasons,
             ) from None
-        opener.hold(*written[-1])  # the next recall and capture start from the text just written
+        blob, version, text, grams = written[-1]
+        opener.hold(blob, version, text)  # the next recall and capture start from the text just written
+        self._keep_grams(opener, grams, text)
         return CaptureReceipt(admission.id, info)
 
     def _made_ahead(
@@ -354,10 +358,10 @@ class CaptureMixin(AssistantBase):
         try:
             with self.db.read() as conn:
                 base = self._current_base(conn, workspace_id, expected_version)
-                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+                text, blob, grams = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
         except Exception:  # every refusal is the batch's to give
             return None
-        return _Ahead(base, text, blob, _request_hash(changes, expected_version))
+        return _Ahead(base, text, blob, grams, _request_hash(changes, expected_version))
 
     def _sealed(
         self,
@@ -368,11 +372,12 @@ class CaptureMixin(AssistantBase):
         key: bytes,
         opener: crypto.Opener,
         changes: Sequence[MemoryChange],
-    ) -> tuple[str, bytes]:
-        """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
-        `conn`'s snapshot): the base opened, the changes applied, the result sealed."""
+    ) -> tuple[str, bytes, crypto.TextGrams | None]:
+        """(text, ciphertext, the windows its seal followed) of the version after `base` (the head at
+        `expected_version`, read in `conn`'s snapshot): the base opened, the changes applied, sealed."""
         base_text = _open_base(opener, workspace_id, expected_version, base, conn)
         text = apply_memory_changes(base_text, list(changes))
+        grams = self._grams_from(opener, base_text) if base_text else None  # "" is never a delta's base
         blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
             key,
             text,
@@ -381,17 +386,28 @@ class CaptureMixin(AssistantBase):
             version=expected_version + 1,
             previous=base,
             previous_text=base_text,
-            grams=self._grams_of(opener),
+            grams=grams,
         )
-        return text, blob
+        return text, blob, grams
 
-    def _grams_of(self, opener: crypto.Opener) -> crypto.TextGrams:
-        """The windows kept for `opener`'s memory (made on its first capture)."""
+    def _grams_from(self, opener: crypto.Opener, base_text: str) -> crypto.TextGrams:
+        """A copy of the windows kept for `opener`'s head, which is `base_text`; counted first if
+        what is kept is of another text (the head was written elsewhere) or nothing is kept yet."""
+        data = base_text.encode("utf-8")
         with self._grams_lock:
-            grams = self._grams.get(opener)
-            if grams is None:
-                grams = self._grams[opener] = crypto.TextGrams()
-            return grams
+            head = self._grams.get(opener)
+        if head is None or head.data != data:
+            head = crypto.TextGrams()
+            head.follow(b"", data)  # no text counted yet: this counts all of `data`
+            with self._grams_lock:
+                self._grams[opener] = head
+        return head.copy()
+
+    def _keep_grams(self, opener: crypto.Opener, grams: crypto.TextGrams | None, text: str) -> None:
+        """The windows a landed capture's seal followed become its opener's, if they are of `text`."""
+        if grams is not None and grams.data == text.encode("utf-8"):
+            with self._grams_lock:
+                self._grams[opener] = grams
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different
