@@ -317,14 +317,6 @@ class TextGrams:
         finally:
             self._lock.release()
 
-    def copy(self) -> TextGrams:
-        """The same counts, to follow an edit of the same text on their own (a seal that may not
-        land leaves these as they are, for the next one made from the same text)."""
-        other = TextGrams()
-        with self._lock:
-            other.data, other._counts = self.data, dict(self._counts)
-        return other
-
     def _count_all(self, data: bytes) -> None:
         from collections import Counter
 

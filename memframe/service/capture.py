@@ -63,8 +63,18 @@ class _Ahead:
     base: bytes | None
     text: str
     blob: bytes
-    grams: crypto.TextGrams | None
     request_hash: str
+
+
+class _Kept:
+    """The 8-byte windows kept of a key session's memory head (`crypto.TextGrams`), lent to one
+    capture's seal at a time."""
+
+    __slots__ = ("grams", "lent")
+
+    def __init__(self) -> None:
+        self.grams: crypto.TextGrams | None = None
+        self.lent = False
 
 
 class _FenceDidNotHold(Exception):
@@ -197,13 +207,13 @@ class CaptureMixin(AssistantBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rivals = _Rivals()
-        #: Per key session's memory opener, the 8-byte windows of the head (`crypto.TextGrams`), as
-        #: its last landed capture left them: a capture's seal follows a copy of them through its edit,
-        #: and so knows its delta is smaller than any zlib of the whole text could be without
-        #: compressing it (the same bytes stored, a fraction of the work). A copy, so captures made
-        #: from the same head that do not land leave them as they are. Kept only as long as the
-        #: opener, which holds the head's text itself: forgetting the session forgets both.
-        self._grams: weakref.WeakKeyDictionary[crypto.Opener, crypto.TextGrams] = weakref.WeakKeyDictionary()
+        #: Per key session's memory opener, the 8-byte windows of its head (`crypto.TextGrams`): lent
+        #: to one capture's seal at a time, which follows them through its edit and so knows its delta
+        #: is smaller than any zlib of the whole text could be without compressing it (the same bytes
+        #: stored, a fraction of the work; a capture that finds them lent compresses). Given back
+        #: following the text that landed, or followed back to the head it was lent at. Kept only as
+        #: long as the opener, which holds the head's text itself: forgetting the session forgets both.
+        self._grams: weakref.WeakKeyDictionary[crypto.Opener, _Kept] = weakref.WeakKeyDictionary()
         self._grams_lock = threading.Lock()
 
     def commit_capture(
@@ -292,10 +302,10 @@ class CaptureMixin(AssistantBase):
             base = self._current_base(conn, workspace_id, expected_version)
             version = expected_version + 1
             if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
-                request_hash, text, blob, grams = ahead.request_hash, ahead.text, ahead.blob, ahead.grams
+                request_hash, text, blob = ahead.request_hash, ahead.text, ahead.blob
             else:
                 request_hash = _request_hash(changes, expected_version)
-                text, blob, grams = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
             # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
@@ -318,16 +328,22 @@ class CaptureMixin(AssistantBase):
             )
             if marked.rowcount != 1:
                 raise _FenceDidNotHold("admission already consumed")
-            written.append((blob, version, text, grams))
+            written.append((blob, version, text))
             return info
 
-        written: list[tuple[bytes, int, str, crypto.TextGrams | None]] = []  # what the batch sealed, once it ran
+        written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
+        lent: list[tuple[crypto.TextGrams, bytes]] = []  # the head's windows this capture's seal took
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             with self._rivals.flying(workspace_id, expected_version) as flight:
-                ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes)
-                info = self.db.write_together(batch)
+                landed: bytes | None = None  # the text written, once it is
+                try:
+                    ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
+                    info = self.db.write_together(batch)
+                    landed = written[-1][2].encode("utf-8")
+                finally:  # before the rivals waiting for this answer go on: their seals may take them
+                    self._give_back(opener, lent, landed)
         except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
@@ -335,9 +351,7 @@ class CaptureMixin(AssistantBase):
                 "Memory was not changed: " + "; ".join(f"not true that {r}" for r in reasons) + ".",
                 reasons=reasons,
             ) from None
-        blob, version, text, grams = written[-1]
-        opener.hold(blob, version, text)  # the next recall and capture start from the text just written
-        self._keep_grams(opener, grams, text)
+        opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
 
     def _made_ahead(
@@ -347,6 +361,7 @@ class CaptureMixin(AssistantBase):
         key: bytes,
         opener: crypto.Opener,
         changes: Sequence[MemoryChange],
+        lent: list[tuple[crypto.TextGrams, bytes]],
     ) -> _Ahead | None:
         """The version this capture would write, made on the caller's thread from the head read now,
         before it queues: the thread committing the group then only checks, in the batch's snapshot,
@@ -358,10 +373,10 @@ class CaptureMixin(AssistantBase):
         try:
             with self.db.read() as conn:
                 base = self._current_base(conn, workspace_id, expected_version)
-                text, blob, grams = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
         except Exception:  # every refusal is the batch's to give
             return None
-        return _Ahead(base, text, blob, grams, _request_hash(changes, expected_version))
+        return _Ahead(base, text, blob, _request_hash(changes, expected_version))
 
     def _sealed(
         self,
@@ -372,12 +387,14 @@ class CaptureMixin(AssistantBase):
         key: bytes,
         opener: crypto.Opener,
         changes: Sequence[MemoryChange],
-    ) -> tuple[str, bytes, crypto.TextGrams | None]:
-        """(text, ciphertext, the windows its seal followed) of the version after `base` (the head at
-        `expected_version`, read in `conn`'s snapshot): the base opened, the changes applied, sealed."""
+        lent: list[tuple[crypto.TextGrams, bytes]],
+    ) -> tuple[str, bytes]:
+        """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
+        `conn`'s snapshot): the base opened, the changes applied, the result sealed (with the head's
+        windows, if they are free: added to `lent`, to be given back)."""
         base_text = _open_base(opener, workspace_id, expected_version, base, conn)
         text = apply_memory_changes(base_text, list(changes))
-        grams = self._grams_from(opener, base_text) if base_text else None  # "" is never a delta's base
+        grams = self._lend_grams(opener, base_text, lent) if base_text else None  # "" is never a delta's base
         blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
             key,
             text,
@@ -388,26 +405,40 @@ class CaptureMixin(AssistantBase):
             previous_text=base_text,
             grams=grams,
         )
-        return text, blob, grams
+        return text, blob
 
-    def _grams_from(self, opener: crypto.Opener, base_text: str) -> crypto.TextGrams:
-        """A copy of the windows kept for `opener`'s head, which is `base_text`; counted first if
-        what is kept is of another text (the head was written elsewhere) or nothing is kept yet."""
-        data = base_text.encode("utf-8")
+    def _lend_grams(
+        self, opener: crypto.Opener, base_text: str, lent: list[tuple[crypto.TextGrams, bytes]]
+    ) -> crypto.TextGrams | None:
+        """The windows kept of `opener`'s head, which is `base_text`, for one seal (None while another
+        capture's seal has them); counted first where what is kept is of another text (the head was
+        written elsewhere) or nothing is kept yet."""
         with self._grams_lock:
-            head = self._grams.get(opener)
-        if head is None or head.data != data:
-            head = crypto.TextGrams()
-            head.follow(b"", data)  # no text counted yet: this counts all of `data`
-            with self._grams_lock:
-                self._grams[opener] = head
-        return head.copy()
+            kept = self._grams.get(opener)
+            if kept is None:
+                kept = self._grams[opener] = _Kept()
+            if kept.lent:
+                return None
+            kept.lent, grams = True, kept.grams
+        data = base_text.encode("utf-8")
+        if grams is None or grams.data != data:
+            grams = crypto.TextGrams()
+            grams.follow(b"", data)  # no text counted yet: this counts all of `data`
+        lent.append((grams, data))
+        return grams
 
-    def _keep_grams(self, opener: crypto.Opener, grams: crypto.TextGrams | None, text: str) -> None:
-        """The windows a landed capture's seal followed become its opener's, if they are of `text`."""
-        if grams is not None and grams.data == text.encode("utf-8"):
+    def _give_back(
+        self, opener: crypto.Opener, lent: list[tuple[crypto.TextGrams, bytes]], landed: bytes | None
+    ) -> None:
+        """The windows a capture's seal took, kept again: of the text it wrote if it landed, else
+        followed back to the head they were lent at (the count of an edit undone is the count before)."""
+        for grams, base in lent:
+            if grams.data not in (base, landed):
+                grams.follow(grams.data or b"", base)
             with self._grams_lock:
-                self._grams[opener] = grams
+                kept = self._grams.get(opener)
+                if kept is not None:
+                    kept.grams, kept.lent = grams, False
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different
