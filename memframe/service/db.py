@@ -273,7 +273,7 @@ class Database:
         after the shared COMMIT, so an acknowledged batch is exactly as durable as with `write()`;
         the writer lock is held for one fsync per group instead of one per batch.
         """
-        wake = threading.Event()  # set when done, or when it is this ticket's turn to lead
+        wake = _Wake()  # set when done, or when it is this ticket's turn to lead
         ticket = _Ticket(work, wake=wake)
         if self._enqueue(ticket):
             self._lead()
@@ -587,6 +587,26 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
         pause = min(pause * 2, _LOCK_RETRY_MAX)
 
 
+class _Wake:
+    """A thread's wait in `write_together`: one lock, released to wake it. A `threading.Event` is a
+    condition whose woken thread must then take the condition's lock, which the leader holds while
+    it wakes the rest of the group: on two busy cores, a second wake-up per batch, with the leader
+    holding the interpreter meanwhile. Set more than once (its turn to lead, then done) is no error."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already set (and not waited for again)
+            self._lock.release()
+
+    def wait(self) -> None:
+        self._lock.acquire()
+
+
 class _Ticket:
     """One caller's batch in `write_together`, and how it ended.
 
@@ -600,7 +620,7 @@ class _Ticket:
         work: Callable[[sqlite3.Connection], Any],
         future: asyncio.Future[None] | None = None,
         *,
-        wake: threading.Event | None = None,
+        wake: _Wake | None = None,
     ) -> None:
         self.work = work
         self.future = future
