@@ -326,21 +326,26 @@ class Database:
             raise
         finally:
             settle: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
+            woken: list[_Wake] = []
             with self._together:
                 for each in group:
                     each.done = True
                     if each.wake is not None:
-                        each.wake.set()
+                        woken.append(each.wake)
                     elif each.future is not None:
                         settle.setdefault(each.future.get_loop(), []).append(each)
                 after = self._queue[0] if self._queue else None
                 if after is None:
                     self._leading = False
             # The next in line commits whatever queued meanwhile: its own thread, or the committer.
+            # Woken first: its group is the next fsync, and every wake-up after it is one more on
+            # two busy cores (each caller's answer is already settled above; it only reads it).
             if after is not None and after.wake is not None:
                 after.wake.set()
             elif after is not None:
                 self._hand_to_committer()
+            for wake in woken:
+                wake.set()
             for loop, tickets in settle.items():
                 with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
                     loop.call_soon_threadsafe(_settle_futures, tickets)
