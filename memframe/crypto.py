@@ -357,11 +357,24 @@ def _common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """Length of the longest common suffix, at most `limit`, halving like `_common_prefix` (without
+    reversing either text first: a reversed copy costs more than all the comparisons)."""
+    la, lb = len(a), len(b)
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[la - mid : la - lo] == b[lb - mid : lb - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _shared_ends(base: bytes, data: bytes) -> tuple[int, int]:
     """(prefix, suffix): the bytes `base` and `data` share at the start, then at the end of what is left."""
     prefix = _common_prefix(base, data)
-    limit = min(len(base), len(data)) - prefix
-    return prefix, _common_prefix(base[::-1][:limit], data[::-1][:limit])
+    return prefix, _common_suffix(base, data, min(len(base), len(data)) - prefix)
 
 
 def _delta(base_version: int, base: bytes, data: bytes) -> bytes:
@@ -622,6 +635,7 @@ class Opener:
     key session's recall opens a new head with one decrypt; without it nothing is kept."""
 
     __slots__ = (
+        "__weakref__",  # a capture keeps its `TextGrams` beside the key session's opener, for as long as it lives
         "_aead",
         "_fetch",
         "_legacy_ad",

@@ -64,6 +64,20 @@ def test_a_count_of_another_text_is_started_again() -> None:
     assert grams.data == other and len(grams._counts) == distinct_windows(other)
 
 
+def test_an_edit_followed_back_leaves_the_count_it_started_from() -> None:
+    """A capture's seal that does not land follows its edit back, for the next seal made from the
+    same head: the count is then exactly the head's again."""
+    grams = crypto.TextGrams()
+    head = TEXTS["notes"]
+    floor = grams.follow(b"", head)
+    rng = random.Random(3)
+    for _ in range(20):
+        edited = _edit(rng, head, b"xyz- \n")
+        assert grams.follow(head, edited) == crypto.TextGrams().follow(b"", edited)
+        assert grams.follow(edited, head) == floor
+        assert grams.data == head and len(grams._counts) == distinct_windows(head)
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     st.sampled_from(sorted(TEXTS)),

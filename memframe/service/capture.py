@@ -15,6 +15,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -53,6 +54,27 @@ _YIELD_SECONDS = 0.005
 #: next batch of their workspace to start (the first one's retry, usually) before they are judged.
 #: A bound on a wait, shared by all of them: none waits longer for a batch that does not come.
 _GRACE_SECONDS = 0.0005
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A capture's version made before its batch, from the head `base` (None: never written)."""
+
+    base: bytes | None
+    text: str
+    blob: bytes
+    request_hash: str
+
+
+class _Kept:
+    """The 8-byte windows kept of a key session's memory head (`crypto.TextGrams`), lent to one
+    capture's seal at a time."""
+
+    __slots__ = ("grams", "lent")
+
+    def __init__(self) -> None:
+        self.grams: crypto.TextGrams | None = None
+        self.lent = False
 
 
 class _FenceDidNotHold(Exception):
@@ -185,6 +207,14 @@ class CaptureMixin(AssistantBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rivals = _Rivals()
+        #: Per key session's memory opener, the 8-byte windows of its head (`crypto.TextGrams`): lent
+        #: to one capture's seal at a time, which follows them through its edit and so knows its delta
+        #: is smaller than any zlib of the whole text could be without compressing it (the same bytes
+        #: stored, a fraction of the work; a capture that finds them lent compresses). Given back
+        #: following the text that landed, or followed back to the head it was lent at. Kept only as
+        #: long as the opener, which holds the head's text itself: forgetting the session forgets both.
+        self._grams: weakref.WeakKeyDictionary[crypto.Opener, _Kept] = weakref.WeakKeyDictionary()
+        self._grams_lock = threading.Lock()
 
     def commit_capture(
         self,
@@ -270,20 +300,13 @@ class CaptureMixin(AssistantBase):
 
         def made(conn: sqlite3.Connection) -> VersionInfo:
             base = self._current_base(conn, workspace_id, expected_version)
-            request_hash = _request_hash(changes, expected_version)  # only a capture that may land needs it
-            base_text = _open_base(opener, workspace_id, expected_version, base, conn)
             version = expected_version + 1
-            text = apply_memory_changes(base_text, list(changes))
-            blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
-                key,
-                text,
-                workspace_id=workspace_id,
-                path=MEMORY_PATH,
-                version=version,
-                previous=base,
-                previous_text=base_text,
-            )
-            # The fence row first: a refused capture aborts before any version work, and an
+            if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
+                request_hash, text, blob = ahead.request_hash, ahead.text, ahead.blob
+            else:
+                request_hash = _request_hash(changes, expected_version)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
+            # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
                 raise _FenceDidNotHold("fence row missing")  # the CHECK judged no row
@@ -309,11 +332,18 @@ class CaptureMixin(AssistantBase):
             return info
 
         written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
+        lent: list[tuple[crypto.TextGrams, bytes]] = []  # the head's windows this capture's seal took
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             with self._rivals.flying(workspace_id, expected_version) as flight:
-                info = self.db.write_together(batch)
+                landed: bytes | None = None  # the text written, once it is
+                try:
+                    ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
+                    info = self.db.write_together(batch)
+                    landed = written[-1][2].encode("utf-8")
+                finally:  # before the rivals waiting for this answer go on: their seals may take them
+                    self._give_back(opener, lent, landed)
         except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
@@ -323,6 +353,92 @@ class CaptureMixin(AssistantBase):
             ) from None
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
+
+    def _made_ahead(
+        self,
+        workspace_id: str,
+        expected_version: int,
+        key: bytes,
+        opener: crypto.Opener,
+        changes: Sequence[MemoryChange],
+        lent: list[tuple[crypto.TextGrams, bytes]],
+    ) -> _Ahead | None:
+        """The version this capture would write, made on the caller's thread from the head read now,
+        before it queues: the thread committing the group then only checks, in the batch's snapshot,
+        that the head is still that very ciphertext (versions are never rewritten in place, and the
+        head is never compacted), instead of opening, editing and sealing there, where the captures
+        of a group are made one after another. None where the head is not the expected version or
+        anything fails: then the batch makes it, and refuses what it refuses, in its own place in
+        the order of refusals (nothing is decided here)."""
+        try:
+            with self.db.read() as conn:
+                base = self._current_base(conn, workspace_id, expected_version)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
+        except Exception:  # every refusal is the batch's to give
+            return None
+        return _Ahead(base, text, blob, _request_hash(changes, expected_version))
+
+    def _sealed(
+        self,
+        conn: sqlite3.Connection,
+        workspace_id: str,
+        expected_version: int,
+        base: bytes | None,
+        key: bytes,
+        opener: crypto.Opener,
+        changes: Sequence[MemoryChange],
+        lent: list[tuple[crypto.TextGrams, bytes]],
+    ) -> tuple[str, bytes]:
+        """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
+        `conn`'s snapshot): the base opened, the changes applied, the result sealed (with the head's
+        windows, if they are free: added to `lent`, to be given back)."""
+        base_text = _open_base(opener, workspace_id, expected_version, base, conn)
+        text = apply_memory_changes(base_text, list(changes))
+        grams = self._lend_grams(opener, base_text, lent) if base_text else None  # "" is never a delta's base
+        blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
+            key,
+            text,
+            workspace_id=workspace_id,
+            path=MEMORY_PATH,
+            version=expected_version + 1,
+            previous=base,
+            previous_text=base_text,
+            grams=grams,
+        )
+        return text, blob
+
+    def _lend_grams(
+        self, opener: crypto.Opener, base_text: str, lent: list[tuple[crypto.TextGrams, bytes]]
+    ) -> crypto.TextGrams | None:
+        """The windows kept of `opener`'s head, which is `base_text`, for one seal (None while another
+        capture's seal has them); counted first where what is kept is of another text (the head was
+        written elsewhere) or nothing is kept yet."""
+        with self._grams_lock:
+            kept = self._grams.get(opener)
+            if kept is None:
+                kept = self._grams[opener] = _Kept()
+            if kept.lent:
+                return None
+            kept.lent, grams = True, kept.grams
+        data = base_text.encode("utf-8")
+        if grams is None or grams.data != data:
+            grams = crypto.TextGrams()
+            grams.follow(b"", data)  # no text counted yet: this counts all of `data`
+        lent.append((grams, data))
+        return grams
+
+    def _give_back(
+        self, opener: crypto.Opener, lent: list[tuple[crypto.TextGrams, bytes]], landed: bytes | None
+    ) -> None:
+        """The windows a capture's seal took, kept again: of the text it wrote if it landed, else
+        followed back to the head they were lent at (the count of an edit undone is the count before)."""
+        for grams, base in lent:
+            if grams.data not in (base, landed):
+                grams.follow(grams.data or b"", base)
+            with self._grams_lock:
+                kept = self._grams.get(opener)
+                if kept is not None:
+                    kept.grams, kept.lent = grams, False
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different

@@ -273,7 +273,7 @@ class Database:
         after the shared COMMIT, so an acknowledged batch is exactly as durable as with `write()`;
         the writer lock is held for one fsync per group instead of one per batch.
         """
-        wake = threading.Event()  # set when done, or when it is this ticket's turn to lead
+        wake = _Wake()  # set when done, or when it is this ticket's turn to lead
         ticket = _Ticket(work, wake=wake)
         if self._enqueue(ticket):
             self._lead()
@@ -326,21 +326,26 @@ class Database:
             raise
         finally:
             settle: dict[asyncio.AbstractEventLoop, list[_Ticket]] = {}
+            woken: list[_Wake] = []
             with self._together:
                 for each in group:
                     each.done = True
                     if each.wake is not None:
-                        each.wake.set()
+                        woken.append(each.wake)
                     elif each.future is not None:
                         settle.setdefault(each.future.get_loop(), []).append(each)
                 after = self._queue[0] if self._queue else None
                 if after is None:
                     self._leading = False
             # The next in line commits whatever queued meanwhile: its own thread, or the committer.
+            # Woken first: its group is the next fsync, and every wake-up after it is one more on
+            # two busy cores (each caller's answer is already settled above; it only reads it).
             if after is not None and after.wake is not None:
                 after.wake.set()
             elif after is not None:
                 self._hand_to_committer()
+            for wake in woken:
+                wake.set()
             for loop, tickets in settle.items():
                 with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
                     loop.call_soon_threadsafe(_settle_futures, tickets)
@@ -587,6 +592,26 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
         pause = min(pause * 2, _LOCK_RETRY_MAX)
 
 
+class _Wake:
+    """A thread's wait in `write_together`: one lock, released to wake it. A `threading.Event` is a
+    condition whose woken thread must then take the condition's lock, which the leader holds while
+    it wakes the rest of the group: on two busy cores, a second wake-up per batch, with the leader
+    holding the interpreter meanwhile. Set more than once (its turn to lead, then done) is no error."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already set (and not waited for again)
+            self._lock.release()
+
+    def wait(self) -> None:
+        self._lock.acquire()
+
+
 class _Ticket:
     """One caller's batch in `write_together`, and how it ended.
 
@@ -600,7 +625,7 @@ class _Ticket:
         work: Callable[[sqlite3.Connection], Any],
         future: asyncio.Future[None] | None = None,
         *,
-        wake: threading.Event | None = None,
+        wake: _Wake | None = None,
     ) -> None:
         self.work = work
         self.future = future

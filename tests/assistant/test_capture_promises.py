@@ -7,6 +7,9 @@ refusal to mark a pre-Clear proposal applied was reached only through clients th
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 from memframe import crypto
@@ -92,3 +95,124 @@ def test_F2_a_capture_applies_to_a_head_sealed_before_v2(stage: Stage) -> None:
     assert _capture(stage, 1).version.version == 2
     reader = LocalBackend(stage.service, "ws", stage.key)
     assert reader.load().text == "# Memory\n- prefers tea\n"
+
+
+def _stored(stage: Stage, version: int) -> bytes:
+    with stage.service.db.read() as conn:
+        return bytes(
+            conn.execute(
+                "SELECT ciphertext FROM file_versions WHERE workspace_id = 'ws' AND path = ? AND version = ?",
+                (MEMORY_PATH, version),
+            ).fetchone()[0]
+        )
+
+
+def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> None:
+    """A capture's seal skips compressing the whole text where its delta is provably smaller
+    (`crypto.TextGrams`, kept beside the key session's opener): every version it stores is
+    exactly as long as the seal that compresses would make, and opens to the text."""
+    lines = [f"- fact {n:04d}: the user keeps notes about topic {n * 7919 % 1000}" for n in range(120)]
+    stage.person.save("\n".join(lines) + "\n", 0)
+    stage.set_mode(Mode.AUTO)
+    text = stage.person.load().text
+    for n in range(1, 6):
+        a = stage.admit()
+        change = MemoryChange("replace", lines[n * 11], new_line=lines[n * 11] + " (checked)")
+        stage.assistant.commit_capture(
+            "ws",
+            a.credential,
+            idempotency_key=f"memory:{a.id}",
+            key_session_id=a.key_session_id,
+            changes=[change],
+            expected_version=n,
+        )
+        new_text = text.replace(lines[n * 11] + "\n", lines[n * 11] + " (checked)\n")
+        previous = _stored(stage, n)
+        compressed = crypto.seal(
+            stage.key,
+            new_text,
+            workspace_id="ws",
+            path=MEMORY_PATH,
+            version=n + 1,
+            previous=previous,
+            previous_text=text,
+        )
+        assert len(_stored(stage, n + 1)) == len(compressed)
+        assert stage.person.load().text == new_text
+        text = new_text
+
+
+def test_F2_what_a_capture_keeps_of_the_text_goes_with_its_key_session(stage: Stage) -> None:
+    """The windows a capture keeps of the head live no longer than the key session's opener."""
+    stage.set_mode(Mode.AUTO)
+    _capture(stage, 0)
+    sessions = stage.assistant.key_sessions
+    kept = weakref.ref(sessions.memory_opener(stage.key_session, "ws"))
+    sessions.forget(stage.key_session)
+    gc.collect()
+    assert kept() is None
+
+
+def test_F2_a_version_made_before_the_batch_is_not_written_over_a_newer_head(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture makes its version before it queues (`_made_ahead`); a person's Save landing after
+    that, before the batch, makes it a version conflict that writes and consumes nothing."""
+    stage.person.save("# Memory\n", 0)
+    stage.set_mode(Mode.AUTO)
+    a = stage.admit()
+    made_ahead = stage.assistant._made_ahead
+
+    def then_a_save(*args: object) -> object:
+        ahead = made_ahead(*args)
+        assert ahead is not None  # made from version 1
+        stage.person.save("# Memory\n- saved by a person\n", 1)
+        return ahead
+
+    monkeypatch.setattr(stage.assistant, "_made_ahead", then_a_save)
+    with pytest.raises(VersionConflict) as conflict:
+        stage.assistant.commit_capture(
+            "ws",
+            a.credential,
+            idempotency_key=f"memory:{a.id}",
+            key_session_id=a.key_session_id,
+            changes=ADD,
+            expected_version=1,
+        )
+    assert conflict.value.current_version == 2
+    assert stage.person.load().text == "# Memory\n- saved by a person\n"
+    assert not stage.consumed(a) and stage.fence_rows() == 0
+
+
+def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_was_made_from(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Versions are never rewritten in place, but should the head's ciphertext differ in the batch
+    from the one the version was made from, the batch makes it again from what it reads."""
+    stage.person.save("# Memory\n", 0)
+    stage.set_mode(Mode.AUTO)
+    a = stage.admit()
+    made_ahead = stage.assistant._made_ahead
+    other = crypto.seal(stage.key, "# Other\n", workspace_id="ws", path=MEMORY_PATH, version=1)
+
+    def then_swapped(*args: object) -> object:
+        ahead = made_ahead(*args)
+        assert ahead is not None
+        with stage.service.db.write() as conn:
+            conn.execute(
+                "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
+                " AND path = ? AND version = 1",
+                (8, crypto.content_hash(other), other, MEMORY_PATH),
+            )
+        return ahead
+
+    monkeypatch.setattr(stage.assistant, "_made_ahead", then_swapped)
+    stage.assistant.commit_capture(
+        "ws",
+        a.credential,
+        idempotency_key=f"memory:{a.id}",
+        key_session_id=a.key_session_id,
+        changes=ADD,
+        expected_version=1,
+    )
+    assert LocalBackend(stage.service, "ws", stage.key).load().text == "# Other\n- prefers tea\n"
