@@ -754,8 +754,12 @@ class Opener:
             return last_data
 
         for blob, version, legacy in run:
+            if blob is None:  # a deletion's: "" (and no delta's base)
+                out.append(("", None))
+                last = None
+                continue
             plain = None
-            if last == version - 1 and blob is not None and len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
+            if last == version - 1 and len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
                 view = memoryview(blob)
                 try:
                     plain = decrypt(
@@ -766,10 +770,6 @@ class Opener:
                 except Exception:  # (opened again below, which fails in its own words or opens it as v1)
                     plain = None
             if plain is None:
-                if blob is None:
-                    out.append(("", None))
-                    last = None
-                    continue
                 data, original, ends = self._open(blob, version, legacy, fetch)
             else:
                 _, _, size, previous = _HEADER.unpack_from(blob)
