@@ -64,7 +64,7 @@ from _struct import Struct  # `struct` is this C module re-exported: one import 
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     #: `version -> ciphertext` (None if there is none): how an opener reads a delta's earlier versions.
@@ -717,20 +717,7 @@ class Opener:
                 return held[1], held[2], None
 
         def base(at: int, named: bytes) -> bytes:
-            # The version before, from what was opened or through `fetch`: opened (so a swapped row
-            # fails as any altered text does) and then held to the hash this delta's header names.
-            held = None if opened is None else opened.get(at)
-            if held is not None:
-                older, text, chain = held
-            else:
-                fetched = None if fetch is None else fetch(at)
-                if fetched is None:  # (an old-format one fails to open below: a delta's base is always v2)
-                    raise ValueError("the base of this delta is missing or not the version it names")
-                older = fetched
-                text, chain, _ = self._open(older, at, False, fetch)
-            if (chain or self._sha256(older).digest()) != named:
-                raise ValueError("the base of this delta is missing or not the version it names")
-            return text
+            return self._base(at, named, fetch)
 
         place = self._place + str(version).encode()
         data, original, ends = _open_chained(self._aead, blob, place, self._legacy_ad if legacy else None, base)
@@ -739,6 +726,79 @@ class Opener:
         if opened is not None and blob[:4] == MAGIC:  # only v2: a v1 text must be judged (legacy) every time
             self._keep(version, blob, data, original)
         return data, original, ends
+
+    def _base(self, at: int, named: bytes, fetch: Fetch | None) -> bytes:
+        """The UTF-8 text of version `at`, a delta's base, from what was opened or through `fetch`:
+        opened (so a swapped row fails as any altered text does) and then held to the hash `named`,
+        which the delta's header names."""
+        held = self._opened.get(at) if self._remember else None
+        if held is not None:
+            older, text, chain = held
+        else:
+            fetched = None if fetch is None else fetch(at)
+            if fetched is None:  # (an old-format one fails to open below: a delta's base is always v2)
+                raise ValueError("the base of this delta is missing or not the version it names")
+            older = fetched
+            text, chain, _ = self._open(older, at, False, fetch)
+        if (chain or self._sha256(older).digest()) != named:
+            raise ValueError("the base of this delta is missing or not the version it names")
+        return text
+
+    def run_with_ends(
+        self, run: Sequence[tuple[bytes | None, int, bool]], *, fetch: Fetch | None = None
+    ) -> list[tuple[str, tuple[int, int] | None]]:
+        """`with_ends` for each (blob, version, legacy) of `run`, oldest first: how `history -p` opens
+        a keyframe run. The result is the same, text for text and failure for failure; what differs
+        is the work. A v2 text that follows the version opened just before it is decrypted here, and
+        a delta on that version is made against the text in hand (held to the hash its header names,
+        as `_open` holds a base), with no cache look-ups and nothing kept but the run's last text
+        (a later delta's base). Anything else (a first version, an old-format text, one that fails
+        to decrypt) is opened as `with_ends` opens it, which says why not in its own words where it cannot."""
+        fetch = fetch or self._fetch
+        decrypt, sha256, place = self._aead.decrypt, self._sha256, self._place
+        out: list[tuple[str, tuple[int, int] | None]] = []
+        last = None  # the version opened just before, and its ciphertext, UTF-8 text and chain hash
+        last_blob, last_data, last_chain = b"", b"", None
+
+        def base(at: int, named: bytes) -> bytes:
+            if at != last:
+                return self._base(at, named, fetch)
+            if (last_chain or sha256(last_blob).digest()) != named:
+                raise ValueError("the base of this delta is missing or not the version it names")
+            return last_data
+
+        for blob, version, legacy in run:
+            if blob is None:  # a deletion's: "" (and no delta's base)
+                out.append(("", None))
+                last = None
+                continue
+            plain = None
+            if last == version - 1 and len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
+                view = memoryview(blob)
+                try:
+                    plain = decrypt(
+                        view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
+                        view[HEADER_BYTES + NONCE_BYTES :],
+                        b"memframe/v2\x00" + place + str(version).encode() + b"\x00" + blob[:HEADER_BYTES],
+                    )
+                except Exception:  # (opened again below, which fails in its own words or opens it as v1)
+                    plain = None
+            if plain is None:
+                data, original, ends = self._open(blob, version, legacy, fetch)
+            else:
+                _, _, size, previous = _HEADER.unpack_from(blob)
+                try:
+                    data, original, ends = _decode(plain, size, previous, base)
+                except ValueError as exc:
+                    raise _failed(exc) from exc
+            text = _utf8(data)
+            out.append((text, ends if ends is not None and len(text) == len(data) else None))
+            # Only a v2 text is a delta's base here, as only a v2 one is kept by `_open`.
+            last = version if blob[:4] == MAGIC else None
+            last_blob, last_data, last_chain = blob, data, original
+        if last is not None and self._remember:
+            self._keep(last, last_blob, last_data, last_chain)
+        return out
 
 
 def _sha256() -> Callable[[bytes], Any]:

@@ -203,3 +203,83 @@ def test_a_capture_applies_its_edit_to_a_head_stored_as_a_delta(tmp_path) -> Non
             crypto.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
     finally:
         service.close()
+
+
+def _outcome(call):  # type: ignore[no-untyped-def]
+    """What a call returns, or the one line it fails with."""
+    try:
+        return call()
+    except DecryptionFailed as exc:
+        return ("failed", str(exc))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(edit, min_size=1, max_size=80),
+    st.integers(1, 80),
+    st.lists(st.tuples(st.integers(1, 80), st.sampled_from(["reseal", "fork", "none", "copy", "v1"])), max_size=3),
+)
+def test_a_run_opens_to_exactly_what_each_version_opens_to_alone(
+    edits: list[tuple[int, int, str]], first: int, changes: list[tuple[int, str]]
+) -> None:
+    """`Opener.run_with_ends` (how `history -p` opens a keyframe run) gives, for any run of any
+    history, re-sealed or altered rows included, the texts, ends and failures `with_ends` gives."""
+    texts = [BASE]
+    for at, cut, insert in edits:
+        old = texts[-1]
+        at %= len(old) + 1
+        texts.append(old[:at] + insert + old[at + cut :])
+    genuine = seal_history(texts)
+    blobs: list[bytes | None] = list(genuine)
+    fork = seal_history([BASE, BASE + "- a fork\n"])[1]  # genuine, same key and place as version 2
+    for version, change in changes:
+        version = (version - 1) % len(blobs) + 1
+        stored = genuine[version - 1]
+        if change == "reseal" and blobs[version - 1] is stored:
+            chain = opener_over(genuine).chain_hash(stored, version)
+            prior = texts[version - 2] if version > 1 else None
+            blobs[version - 1] = crypto.reseal(
+                KEY,
+                texts[version - 1],
+                stored,
+                chain=chain,
+                workspace_id=W,
+                path=P,
+                version=version,
+                previous_text=prior,
+            )
+        elif change == "fork":
+            blobs[version - 1] = fork
+        elif change == "none":
+            blobs[version - 1] = None
+        elif change == "copy":
+            blobs[version - 1] = blobs[version % len(blobs)]
+        elif change == "v1":
+            blobs[version - 1] = crypto.seal_v1(KEY, texts[version - 1], workspace_id=W, path=P)
+    first = (first - 1) % len(blobs) + 1
+    run = [(blobs[v - 1], v, v % 2 == 0) for v in range(first, len(blobs) + 1)]
+
+    def fetch(v: int) -> bytes | None:
+        return blobs[v - 1] if 0 < v <= len(blobs) else None
+
+    def each() -> list[tuple[str, tuple[int, int] | None]]:
+        alone = crypto.opener(KEY, workspace_id=W, path=P, fetch=fetch)
+        return [alone.with_ends(blob, v, legacy=legacy) for blob, v, legacy in run]
+
+    ran = _outcome(lambda: crypto.opener(KEY, workspace_id=W, path=P, fetch=fetch).run_with_ends(run))
+    assert ran == _outcome(each)
+
+
+def test_a_run_holds_each_delta_to_the_base_its_header_names() -> None:
+    texts = [BASE, BASE + "- one more\n", BASE + "- one more\n- and another\n"]
+    blobs = seal_history(texts)
+    fork = seal_history([BASE, BASE + "- a different second version\n"])[1]  # genuine, same key and place
+    assert opener_over(blobs).run_with_ends([(b, v, False) for v, b in enumerate(blobs, start=1)]) == [
+        (texts[0], None),
+        (texts[1], (len(BASE), 0)),
+        (texts[2], (len(texts[1]), 0)),
+    ]
+    swapped = [blobs[0], fork, blobs[2]]
+    with pytest.raises(DecryptionFailed) as err:
+        opener_over(swapped).run_with_ends([(b, v, False) for v, b in enumerate(swapped, start=1)])
+    assert "\n" not in str(err.value) and "fact" not in str(err.value)

@@ -36,9 +36,10 @@ __all__ = ["EXIT_CONFLICT", "EXIT_ERROR", "EXIT_INTERRUPTED", "main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: parse the command line, run the command, return its exit code."""
+    ending = argv is None  # the process's own command line: when the command is done, so is the process
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "history":
-        code = _history_patch_short(argv[1:])
+        code = _history_patch_short(argv[1:], ending=ending)
         if code is not None:
             return code
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
@@ -102,13 +103,17 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     return parser
 
 
-def _history_patch_short(argv: list[str]) -> int | None:
+def _history_patch_short(argv: list[str], *, ending: bool = False) -> int | None:
     """`history -p` on a local workspace before argparse, the service or the backends are imported
-    (see `memframe.cli.history`); None when the command line or the workspace needs the full CLI."""
-    import gc
+    (see `memframe.cli.history`); None when the command line or the workspace needs the full CLI.
 
+    With `ending` (the process exits once this returns) what the process holds is frozen when the
+    command has run: the interpreter's exit then makes its full collections over nothing (over every
+    module's objects, they are a tenth of a one-revision `history -p`). Nothing frozen is ever freed,
+    which at exit is what happens anyway."""
     collecting = gc.isenabled()
     gc.disable()  # nothing here makes reference cycles: spare the collector its passes over every module
+    code = None
     try:
         from memframe.cli import history
 
@@ -120,8 +125,11 @@ def _history_patch_short(argv: list[str]) -> int | None:
 
             return history.patch_local(*plain, prompt=prompt)
 
-        return _guarded(short)
+        code = _guarded(short)
+        return code
     finally:
+        if ending and code is not None:
+            gc.freeze()
         if collecting:
             gc.enable()
 

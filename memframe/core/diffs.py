@@ -200,11 +200,25 @@ def unified_diff_counted(
         return header + _hunks(
             _lines(a[before:head]), _lines(middle_a), _lines(middle_b), _lines(a[end_a:after]), first_line, n
         ), newlines_a
-    # The usual edit: nothing in the middle can match (see `_middle`), so there is one hunk.
+    # The usual edit: nothing in the middle can match (see `_middle`), so there is one hunk (its
+    # ranges as `_range` writes them, the start counted from 1 unless the range is empty).
+    length_a, length_b = shared + count_a, shared + count_b
+    range_a = str(first_line + 1) if length_a == 1 else f"{first_line + (length_a > 0)},{length_a}"
+    range_b = str(first_line + 1) if length_b == 1 else f"{first_line + (length_b > 0)},{length_b}"
+    hunk = f"{header}@@ -{range_a} +{range_b} @@\n"
+    if a[-1:] == "\n" and b[-1:] == "\n":
+        # Both texts end with a newline, so each part is whole lines or nothing: `_marked` is then
+        # the mark before each line, the one put after the last "\n" sliced off (an empty part's too).
+        return (
+            hunk
+            + (" " + a[before:head].replace("\n", "\n "))[:-1]
+            + ("-" + middle_a.replace("\n", "\n-"))[:-1]
+            + ("+" + middle_b.replace("\n", "\n+"))[:-1]
+            + (" " + a[end_a:after].replace("\n", "\n "))[:-1]
+        ), newlines_a
     return (
-        f"{header}@@ -{_range(first_line, first_line + shared + count_a)}"
-        f" +{_range(first_line, first_line + shared + count_b)} @@\n"
-        f"{_marked(' ', a[before:head])}{_marked('-', middle_a)}{_marked('+', middle_b)}{_marked(' ', a[end_a:after])}"
+        f"{hunk}{_marked(' ', a[before:head])}{_marked('-', middle_a)}{_marked('+', middle_b)}"
+        f"{_marked(' ', a[end_a:after])}"
     ), newlines_a
 
 

@@ -97,21 +97,24 @@ class LocalRevisions:
                 (self.workspace_id, MEMORY_PATH, before if before is not None else 2**62, limit),
             )
             since: int | None = None  # the chain start, from the newest new-format text read
-            run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]] = []
+            run: list[tuple[int, float, str, str, str, bytes | None]] = []
+            opening: list[tuple[bytes | None, int, bool]] = []  # each row's (ciphertext, version, legacy)
             start = 0  # the first version of the run being gathered
             for row in rows:
                 version = row[0]
                 if version < start:
-                    yield from _opened(open_blob, run)
-                    run = []
+                    yield from _opened(open_blob, run, opening)
+                    run, opening = [], []
                 if not run:
                     start = version - (version - 1) % every
                 if since is None:
                     header = crypto.header(row[5])
                     if header is not None:
                         since = header.since
-                run.append((row, since is None or version < since))  # no old-format text after the chain began
-            yield from _opened(open_blob, run)
+                run.append(row)
+                legacy = since is None or version < since  # no old-format text after the chain began
+                opening.append((row[5], version, legacy))
+            yield from _opened(open_blob, run, opening)
         except sqlite3.DatabaseError as exc:
             from memframe.core.errors import Unavailable
 
@@ -145,13 +148,15 @@ class LocalRevisions:
 
 
 def _opened(
-    open_blob: crypto.Opener, run: list[tuple[tuple[int, float, str, str, str, bytes | None], bool]]
+    open_blob: crypto.Opener,
+    run: list[tuple[int, float, str, str, str, bytes | None]],
+    opening: list[tuple[bytes | None, int, bool]],
 ) -> Iterator[Revision]:
-    """A run of rows (newest first, each with whether an old-format text may open there) with their
-    texts, opened oldest first and shown newest first."""
-    texts = [open_blob.with_ends(row[5], row[0], legacy=legacy) for row, legacy in reversed(run)]
-    for (row, _), (text, ends) in zip(run, reversed(texts), strict=True):
-        yield row[0], row[1], row[2], row[3], row[4], text, ends
+    """A run of rows (newest first) with their texts, opened oldest first (`opening`: each row's
+    ciphertext, version and whether an old-format text may open there) and shown newest first."""
+    texts = open_blob.run_with_ends(opening[::-1])
+    for row, opened in zip(run, reversed(texts), strict=True):
+        yield row[:5] + opened
 
 
 def open_local_revisions(workspace_id: str, db: str | Path) -> LocalRevisions | None:

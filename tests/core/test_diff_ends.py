@@ -156,3 +156,35 @@ def test_the_opener_reports_a_deltas_ends_and_nothing_else() -> None:
     # A text held from before (opened again) has no ends to report, and a deletion none at all.
     assert opener.with_ends(blobs[2], 3) == (texts[2], None)
     assert opener.with_ends(None, 4) == ("", None)
+
+
+def line_reference(a: str, b: str, n: int = 3) -> str:
+    """The diff as the line-based `unified_diff` makes it (difflib's grouping), written as a text diff."""
+    lines = diffs.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True), "x", "y", n=n)
+    return "".join(line if line.endswith("\n") else line + "\n" + diffs.NO_NEWLINE for line in lines)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([*PIECES, "- é\n", "ü"]), max_size=25).map("".join),
+    st.lists(
+        st.tuples(st.integers(0, 400), st.integers(0, 30), st.text(alphabet="-ab x\n#é", max_size=20)), max_size=12
+    ),
+    st.integers(0, 4),
+)
+def test_a_varied_history_walked_back_gives_the_line_diff_of_every_pair(
+    first: str, edits: list[tuple[int, int, str]], n: int
+) -> None:
+    """What `history -p` does over a history (each text the one before, edited; with and without a
+    last newline, ASCII or not): walked newest first with the delta's ends and carried line counts,
+    every diff is the line diff of its pair, byte for byte, as the output was before."""
+    chain = [first]
+    for edit in edits:
+        chain.append(edited(chain[-1], edit))
+    newlines: int | None = chain[-1].count("\n")
+    for newer, older in itertools.pairwise(chain[::-1]):
+        ascii_pair = newer.isascii() and older.isascii()  # a delta's ends count bytes: given only then
+        ends = delta_ends(older, newer) if ascii_pair else None
+        diff, newlines = unified_diff_counted(older, newer, "x", "y", n=n, ends=ends, newlines_b=newlines)
+        assert diff == ("" if older == newer else line_reference(older, newer, n))
+        assert newlines == older.count("\n")
