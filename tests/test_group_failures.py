@@ -1,11 +1,10 @@
 """A group commit's batches fail alone, with the answer they would get alone, on both engines.
 
-On PostgreSQL a group's statements are pipelined (`memframe.service.pg`): a statement whose result
-nobody looks at is not waited for, so its failure arrives later than its `execute`. These tests pin
-down that this changes nothing a caller can see: the failing batch gets the error its statement
-raised (not a later one of its own, not its neighbour's), everything it wrote rolls back, and the
-batches before and after it in the same transaction commit. The same holds for the queued records
-(`write_soon`) a batch inserts first, which PostgreSQL also pipelines.
+The failing batch gets the error its statement raised (not a later one of its own, not its
+neighbour's), everything it wrote rolls back, and the batches before and after it in the same
+transaction commit. The same holds for the queued records (`write_soon`) a batch inserts first.
+These pin what any change to how a group reaches the database (pipelining its statements on
+PostgreSQL, say, where a failure arrives later than its `execute`) must keep.
 """
 
 from __future__ import annotations
