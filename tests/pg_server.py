@@ -20,12 +20,34 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
 from pathlib import Path
 
 import psycopg
+
+#: Run beside the server: when the process that started it is gone without stopping it (a test run
+#: killed by a timeout or ^C skips every teardown), stop the server and remove its directory, so no
+#: PostgreSQL outlives the run that needed it. Stopped normally, the directory is gone: it just ends.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+owner, pg_ctl, data, folder, user = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] or None
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+while alive(owner) and os.path.isdir(data):
+    time.sleep(1.0)
+if os.path.isdir(data):
+    subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], user=user, capture_output=True, timeout=60)
+    shutil.rmtree(folder, ignore_errors=True)
+"""
 
 SUPERUSER = "memframe"
 DATABASE = "memframe"
@@ -65,6 +87,7 @@ class PostgresServer:
         self.data = self.dir / "data"
         self.port = _free_port()
         self._schemas = itertools.count(1)
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self.base_url = f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -86,9 +109,21 @@ class PostgresServer:
         if not self.data.exists():
             self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--locale=C")
         self.pg_ctl_start()
+        self._watch()
         with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {DATABASE}")
         return self
+
+    def _watch(self) -> None:
+        """The watchdog (`_WATCHDOG`), in a session of its own so a ^C to the test run spares it."""
+        args = [str(os.getpid()), str(self.bindir / "pg_ctl"), str(self.data), str(self.dir), self.user or ""]
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def url(self, dbname: str = DATABASE) -> str:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{dbname}"
@@ -133,5 +168,9 @@ class PostgresServer:
                 conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
     def close(self) -> None:
+        if self._watchdog is not None:  # stopped here: the watchdog's work is done
+            self._watchdog.kill()
+            self._watchdog.wait()
+            self._watchdog = None
         self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
