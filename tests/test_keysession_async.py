@@ -469,3 +469,37 @@ def test_calls_beyond_what_the_socket_buffer_holds_are_all_written_in_order_and_
             assert not pipe._unsent and not pipe.dead
 
     asyncio.run(main())
+
+
+def test_a_connect_cancelled_with_its_loop_closes_its_socket(socket_path: str) -> None:
+    """The loop ending while the pipe connects (a worker stopping) cancels the connect: its socket
+    is closed then, not left to the garbage collector."""
+    from memframe.service.keysession_client import _LinePipe
+
+    made: list[socket.socket] = []
+    real = socket.socket
+
+    def recording(*args: object, **kwargs: object) -> socket.socket:
+        sock = real(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(sock)
+        return sock
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        never = loop.create_future()
+
+        async def hanging_connect(sock: socket.socket, address: object) -> None:
+            await never  # a connect that never completes
+
+        loop.sock_connect = hanging_connect  # type: ignore[method-assign]
+        pipe = _LinePipe(loop, socket_path, 5.0)
+        await asyncio.sleep(0)  # the connect has begun
+        pipe._connected.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pipe._connected
+        assert pipe.dead
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket, "socket", recording)
+        asyncio.run(main())
+    assert made and all(sock.fileno() == -1 for sock in made)  # closed

@@ -282,3 +282,75 @@ def test_only_a_busy_lock_is_waited_for(tmp_path: Path, monkeypatch) -> None:  #
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
         dbmod._begin_immediate(Refusing())  # type: ignore[arg-type]
     assert tries == ["BEGIN IMMEDIATE"]
+
+
+def test_a_group_is_woken_even_when_handing_the_next_one_to_the_committer_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader wakes the next group's leader before its own group's callers (the next fsync
+    first); should that hand-off raise (no thread can be started), every caller of the group it
+    committed is still woken with its answer, never left waiting for good."""
+    import asyncio
+
+    db = _open(tmp_path / "m.db")
+    first_in, first_go, second_in, second_go = (threading.Event() for _ in range(4))
+    answers: dict[str, object] = {}
+
+    def run(name: str, work) -> None:  # type: ignore[no-untyped-def]
+        try:
+            answers[name] = db.write_together(work)
+        except BaseException as exc:  # the answer, whatever it is
+            answers[name] = exc
+
+    def holding(entered: threading.Event, go: threading.Event, body: str):  # type: ignore[no-untyped-def]
+        def work(conn: sqlite3.Connection) -> str:
+            entered.set()
+            assert go.wait(5)
+            conn.execute(INSERT, (body,))
+            return body
+
+        return work
+
+    def quick(conn: sqlite3.Connection) -> str:
+        conn.execute(INSERT, ("quick",))
+        return "quick"
+
+    loop = asyncio.new_event_loop()
+    try:
+        leader = threading.Thread(target=run, args=("first", holding(first_in, first_go, "first")))
+        leader.start()
+        assert first_in.wait(5)
+        second = threading.Thread(target=run, args=("second", holding(second_in, second_go, "second")))
+        second.start()
+        time.sleep(0.05)
+        third = threading.Thread(target=run, args=("third", quick))  # joins the second's group
+        third.start()
+        time.sleep(0.05)
+        first_go.set()
+        assert second_in.wait(5)  # the second leads the group [second, third]
+
+        def queued_behind() -> None:  # a loop's batch queued behind that group: the committer's to lead
+            try:
+                answers["behind"] = loop.run_until_complete(asyncio.wait_for(db.write_together_async(quick), 1))
+            except BaseException as exc:  # no committer could start: it times out
+                answers["behind"] = exc
+
+        behind = threading.Thread(target=queued_behind, daemon=True)
+        behind.start()
+        time.sleep(0.1)
+
+        def no_thread() -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(db, "_hand_to_committer", no_thread)
+        second_go.set()
+        for thread in (leader, second, third):
+            thread.join(5)
+            assert not thread.is_alive(), "a caller of a committed group was never woken"
+        assert answers["first"] == "first" and answers["third"] == "quick"
+        assert "first" in _on_disk(tmp_path / "m.db") and "second" in _on_disk(tmp_path / "m.db")
+    finally:
+        monkeypatch.undo()
+        behind.join(5)
+        loop.close()
+        db.close()

@@ -266,12 +266,9 @@ class CaptureMixin(AssistantBase):
             )
         # One took off meanwhile: its answer, and the version after it.
         rival_since = self._rivals.wait(workspace_id, expected_version, batons)
-        # The key session is resolved immediately before the batch (an evicted or forgotten one fails
-        # here); an explicit revocation is also a durable row, which the fence's predicate reads.
-        # One look at the session gives the key that seals and the opener that holds its opened heads.
+        # One look at the session gives the key that seals and the opener that holds its opened heads
+        # (an evicted or forgotten session fails here, before any version is made).
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
-        if self.before_fence_batch is not None:
-            self.before_fence_batch()
         if rival_since:
             current = self._current_version(workspace_id)
         self._refuse_known_stale(
@@ -340,6 +337,12 @@ class CaptureMixin(AssistantBase):
                 landed: bytes | None = None  # the text written, once it is
                 try:
                     ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
+                    # The key session is revalidated immediately before the batch: one evicted or
+                    # forgotten while the version was being made fails here; an explicit revocation
+                    # is also a durable row, which the fence's predicate reads in the batch.
+                    self.key_sessions.key_and_opener(key_session_id, workspace_id)
+                    if self.before_fence_batch is not None:
+                        self.before_fence_batch()
                     info = self.db.write_together(batch)
                     landed = written[-1][2].encode("utf-8")
                 finally:  # before the rivals waiting for this answer go on: their seals may take them
@@ -421,9 +424,14 @@ class CaptureMixin(AssistantBase):
                 return None
             kept.lent, grams = True, kept.grams
         data = base_text.encode("utf-8")
-        if grams is None or grams.data != data:
-            grams = crypto.TextGrams()
-            grams.follow(b"", data)  # no text counted yet: this counts all of `data`
+        try:
+            if grams is None or grams.data != data:
+                grams = crypto.TextGrams()
+                grams.follow(b"", data)  # no text counted yet: this counts all of `data`
+        except BaseException:  # (out of memory) nothing lent: the next seal counts afresh
+            with self._grams_lock:
+                kept.grams, kept.lent = None, False
+            raise
         lent.append((grams, data))
         return grams
 
@@ -433,12 +441,16 @@ class CaptureMixin(AssistantBase):
         """The windows a capture's seal took, kept again: of the text it wrote if it landed, else
         followed back to the head they were lent at (the count of an edit undone is the count before)."""
         for grams, base in lent:
-            if grams.data not in (base, landed):
-                grams.follow(grams.data or b"", base)
-            with self._grams_lock:
-                kept = self._grams.get(opener)
-                if kept is not None:
-                    kept.grams, kept.lent = grams, False
+            given: crypto.TextGrams | None = None  # what is kept if following back fails: nothing
+            try:
+                if grams.data not in (base, landed):
+                    grams.follow(grams.data or b"", base)
+                given = grams
+            finally:  # lent no longer, whatever happened: a later seal counts afresh at worst
+                with self._grams_lock:
+                    kept = self._grams.get(opener)
+                    if kept is not None:
+                        kept.grams, kept.lent = given, False
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different

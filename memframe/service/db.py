@@ -340,12 +340,14 @@ class Database:
             # The next in line commits whatever queued meanwhile: its own thread, or the committer.
             # Woken first: its group is the next fsync, and every wake-up after it is one more on
             # two busy cores (each caller's answer is already settled above; it only reads it).
-            if after is not None and after.wake is not None:
-                after.wake.set()
-            elif after is not None:
-                self._hand_to_committer()
-            for wake in woken:
-                wake.set()
+            try:
+                if after is not None and after.wake is not None:
+                    after.wake.set()
+                elif after is not None:
+                    self._hand_to_committer()  # can raise (no thread to start): the group is still woken
+            finally:
+                for wake in woken:
+                    wake.set()
             for loop, tickets in settle.items():
                 with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
                     loop.call_soon_threadsafe(_settle_futures, tickets)

@@ -321,6 +321,10 @@ class _LinePipe:
             sock.close()
             self.dead = True
             raise KeySessionServiceDown() from None  # the error names the socket's path, never a key
+        except BaseException:  # cancelled while connecting (the loop is ending): the socket goes too
+            sock.close()
+            self.dead = True
+            raise
         if self.dead:  # closed while it was connecting
             sock.close()
             raise KeySessionServiceDown()
@@ -467,8 +471,13 @@ class _LinePipe:
             self._lost.set_result(None)
 
     def close_soon(self) -> None:
-        """Close from any thread: on the pipe's loop if it still runs (a closed loop closed it)."""
+        """Close from any thread: on the pipe's loop if it still runs; on a loop closed already, only
+        the socket (its selector is gone with the loop)."""
         if self.loop.is_closed():
+            sock, self._sock = self._sock, None
+            self.dead = True
+            if sock is not None:
+                sock.close()
             return
         try:
             running = asyncio.get_running_loop()
