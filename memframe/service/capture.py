@@ -271,6 +271,8 @@ class CaptureMixin(AssistantBase):
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if rival_since:
             current = self._current_version(workspace_id)
+        if (rival_seen or rival_since) and current is not None and expected_version < int(current):
+            current = self._behind_next(workspace_id, int(current), batons)
         self._refuse_known_stale(
             expected_version, 0 if current is None else int(current), rival_seen=rival_seen or rival_since
         )
@@ -460,6 +462,19 @@ class CaptureMixin(AssistantBase):
         with self.db.read() as conn:
             version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
         return CaptureReceipt(a.id, version.info, replayed=True)
+
+    def _behind_next(self, workspace_id: str, current: int, batons: list[threading.Lock]) -> int:
+        """The current version for a capture known stale, once the capture in flight on `current`
+        (if any) has its answer: the loser's retry against `current` would wait for that answer and
+        then, if it landed, be refused again; waiting for it here, once, gives the version after it
+        in one refusal instead of two. The batons held are passed on first (the other waiters of the
+        rival this one lost to go on meanwhile). Only a wait: the refusal and its place in the order
+        are the same, and the version given is read after the wait, as the batch would read it."""
+        while batons:
+            batons.pop().release()
+        if not self._rivals.wait(workspace_id, current, batons):
+            return current
+        return self._current_version(workspace_id)
 
     @staticmethod
     def _refuse_known_stale(expected_version: int, current: int, *, rival_seen: bool) -> None:

@@ -187,3 +187,65 @@ def test_the_captures_behind_the_first_give_the_next_batch_a_moment_to_start(
             waiter.join(30)
     assert len(order) == 4 and order[1:3] == ["making", "made"]
     assert sorted([order[0], order[3]]) == ["waiter0", "waiter1"]
+
+
+@pytest.mark.race
+def test_a_loser_behind_the_next_flight_is_refused_with_the_version_after_it(
+    at_version_two: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture known stale behind a rival that landed waits, once, for the capture in flight on
+    the new current version: its retry would only lose to that one, so it is refused with the
+    version after it (the same refusal, read after the wait) and writes and consumes nothing."""
+    stage = at_version_two
+    rival, loser, nxt = stage.admit("rival"), stage.admit("loser"), stage.admit("next")
+    held = {name: threading.Event() for name in ("rival", "next")}
+    release = {name: threading.Event() for name in ("rival", "next")}
+    next_flying = threading.Event()
+    real_write = stage.service.db.write_together
+
+    def write_together(work):  # type: ignore[no-untyped-def]
+        name = threading.current_thread().name
+        if name in held:
+            held[name].set()
+            assert release[name].wait(30), f"{name} was never released"
+        return real_write(work)
+
+    arrived = threading.Event()
+    real_wait = stage.assistant._rivals.wait
+
+    def wait(workspace_id: str, expected_version: int, batons: list[threading.Lock]) -> bool:
+        if threading.current_thread().name == "loser" and expected_version == 2:
+            arrived.set()
+        return real_wait(workspace_id, expected_version, batons)
+
+    real_key = stage.service.key_sessions.key_and_opener
+
+    def key_and_opener(session_id, workspace_id):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "loser":  # judged only once the next one is in flight
+            assert next_flying.wait(30)
+        return real_key(session_id, workspace_id)
+
+    monkeypatch.setattr(stage.service.db, "write_together", write_together)
+    monkeypatch.setattr(stage.assistant._rivals, "wait", wait)
+    monkeypatch.setattr(stage.service.key_sessions, "key_and_opener", key_and_opener)
+    out: dict[str, object] = {}
+    threads = [_in_thread("rival", lambda: _capture(stage, rival, 2), out)]
+    assert held["rival"].wait(30)
+    threads.append(_in_thread("loser", lambda: _capture(stage, loser, 2), out))
+    assert arrived.wait(30)
+    time.sleep(0.05)  # let it reach the rival's answer
+    release["rival"].set()
+    threads[0].join(30)
+    assert not isinstance(out["rival"], Exception)
+    threads.append(_in_thread("next", lambda: _capture(stage, nxt, 3), out))
+    assert held["next"].wait(30)
+    next_flying.set()
+    time.sleep(0.05)  # let the loser reach the next one's answer
+    assert "loser" not in out, "the loser was refused before the capture in flight had its answer"
+    release["next"].set()
+    for thread in threads:
+        thread.join(30)
+    assert not isinstance(out["next"], Exception)
+    refusal = out["loser"]
+    assert isinstance(refusal, VersionConflict) and refusal.current_version == 4
+    assert not stage.consumed(loser) and stage.fence_rows() == 2
