@@ -135,7 +135,7 @@ class AssistantBase:
         self.db = db
         self.accounts = accounts
         self.key_sessions = key_sessions
-        #: Test seam: runs after the key session is revalidated, immediately before the batch.
+        #: Test seam: runs after the key session is revalidated and the version made, immediately before the batch.
         self.before_fence_batch: Callable[[], None] | None = None
 
     def _admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:

@@ -266,8 +266,11 @@ class CaptureMixin(AssistantBase):
             )
         # One took off meanwhile: its answer, and the version after it.
         rival_since = self._rivals.wait(workspace_id, expected_version, batons)
-        # One look at the session gives the key that seals and the opener that holds its opened heads
-        # (an evicted or forgotten session fails here, before any version is made).
+        # The key session is resolved immediately before the batch (an evicted or forgotten one fails
+        # here), once: what comes between is this capture's own work (its version made ahead, its
+        # place in the group commit), never a wait for a person. An explicit revocation is also a
+        # durable row, which the fence's predicate reads in the batch, however late it comes.
+        # One look at the session gives the key that seals and the opener that holds its opened heads.
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
         if rival_since:
             current = self._current_version(workspace_id)
@@ -339,10 +342,6 @@ class CaptureMixin(AssistantBase):
                 landed: bytes | None = None  # the text written, once it is
                 try:
                     ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
-                    # The key session is revalidated immediately before the batch: one evicted or
-                    # forgotten while the version was being made fails here; an explicit revocation
-                    # is also a durable row, which the fence's predicate reads in the batch.
-                    self.key_sessions.key_and_opener(key_session_id, workspace_id)
                     if self.before_fence_batch is not None:
                         self.before_fence_batch()
                     info = self.db.write_together(batch)

@@ -216,35 +216,3 @@ def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_w
         expected_version=1,
     )
     assert LocalBackend(stage.service, "ws", stage.key).load().text == "# Other\n- prefers tea\n"
-
-
-def test_F2_a_key_session_forgotten_while_the_version_is_made_refuses_the_capture(
-    stage: Stage, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The key session is revalidated immediately before the batch, after the version is made
-    ahead: one evicted or forgotten meanwhile refuses the capture, which writes and consumes nothing."""
-    from memframe.core.errors import KeySessionUnavailable
-
-    stage.person.save("# Memory\n", 0)
-    stage.set_mode(Mode.AUTO)
-    a = stage.admit()
-    made_ahead = stage.assistant._made_ahead
-
-    def then_forgotten(*args: object) -> object:
-        ahead = made_ahead(*args)
-        assert ahead is not None
-        stage.assistant.key_sessions.forget(a.key_session_id or "")
-        return ahead
-
-    monkeypatch.setattr(stage.assistant, "_made_ahead", then_forgotten)
-    with pytest.raises(KeySessionUnavailable):
-        stage.assistant.commit_capture(
-            "ws",
-            a.credential,
-            idempotency_key=f"memory:{a.id}",
-            key_session_id=a.key_session_id,
-            changes=ADD,
-            expected_version=1,
-        )
-    assert stage.person.load().text == "# Memory\n"
-    assert not stage.consumed(a) and stage.fence_rows() == 0
