@@ -151,6 +151,18 @@ def _ad_v2(place: bytes, header: bytes | memoryview) -> bytes:
     return b"memframe/v2\x00" + place + b"\x00" + bytes(header)
 
 
+def _decrypt_v2(decrypt: Callable[..., bytes], blob: bytes, place: bytes) -> bytes:
+    """The payload of the v2 text `blob` at `place` (`aead.decrypt` raises if it is not that):
+    its nonce and ciphertext follow the header, which the associated data (`_ad_v2`'s, written
+    out: every revision `history -p` shows comes through here) authenticates."""
+    view = memoryview(blob)
+    return decrypt(
+        view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
+        view[HEADER_BYTES + NONCE_BYTES :],
+        b"memframe/v2\x00" + place + b"\x00" + blob[:HEADER_BYTES],
+    )
+
+
 # --- the header, readable without the key ----------------------------------------------------
 
 
@@ -517,11 +529,7 @@ def _open_chained(
     try:
         if len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
             try:
-                plain = aead.decrypt(
-                    view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
-                    view[HEADER_BYTES + NONCE_BYTES :],
-                    b"memframe/v2\x00" + place + b"\x00" + blob[:HEADER_BYTES],
-                )
+                plain = _decrypt_v2(aead.decrypt, blob, place)
             except Exception:
                 if legacy_ad is None:  # else: a v1 nonce that happens to begin with the magic (2**-32)
                     raise
@@ -774,13 +782,8 @@ class Opener:
                 continue
             plain = None
             if last == version - 1 and len(blob) >= SEALED_EMPTY_BYTES and blob[:4] == MAGIC:
-                view = memoryview(blob)
                 try:
-                    plain = decrypt(
-                        view[HEADER_BYTES : HEADER_BYTES + NONCE_BYTES],
-                        view[HEADER_BYTES + NONCE_BYTES :],
-                        b"memframe/v2\x00" + place + str(version).encode() + b"\x00" + blob[:HEADER_BYTES],
-                    )
+                    plain = _decrypt_v2(decrypt, blob, place + str(version).encode())
                 except Exception:  # (opened again below, which fails in its own words or opens it as v1)
                     plain = None
             if plain is None:

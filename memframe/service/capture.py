@@ -63,7 +63,6 @@ class _Ahead:
     base: bytes | None
     text: str
     blob: bytes
-    request_hash: str
 
 
 class _Kept:
@@ -304,9 +303,8 @@ class CaptureMixin(AssistantBase):
             base = self._current_base(conn, workspace_id, expected_version)
             version = expected_version + 1
             if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
-                request_hash, text, blob = ahead.request_hash, ahead.text, ahead.blob
+                text, blob = ahead.text, ahead.blob
             else:
-                request_hash = _request_hash(changes, expected_version)
                 text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
             # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
@@ -341,6 +339,7 @@ class CaptureMixin(AssistantBase):
             with self._rivals.flying(workspace_id, expected_version) as flight:
                 landed: bytes | None = None  # the text written, once it is
                 try:
+                    request_hash = _request_hash(changes, expected_version)  # the batch's: it may land
                     ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
                     if self.before_fence_batch is not None:
                         self.before_fence_batch()
@@ -380,7 +379,7 @@ class CaptureMixin(AssistantBase):
                 text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
         except Exception:  # every refusal is the batch's to give
             return None
-        return _Ahead(base, text, blob, _request_hash(changes, expected_version))
+        return _Ahead(base, text, blob)
 
     def _sealed(
         self,

@@ -579,7 +579,7 @@ class Database:
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """`BEGIN IMMEDIATE`, waiting for another process's writer by trying again every 50 µs to 1 ms,
+    """`BEGIN IMMEDIATE`, waiting for another process's writer by trying again every 50 to 200 µs,
     for at most LOCK_WAIT_SECONDS (then SQLite's "database is locked" is the storage failing)."""
     deadline = time.monotonic() + LOCK_WAIT_SECONDS
     pause = 0.00005

@@ -19,19 +19,23 @@ from memframe.core.errors import InvalidInput, ProposalRetired, VersionConflict
 from memframe.core.turns import CaptureReceipt
 from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service.accounts import LOCAL_USER
+from memframe.service.admissions import Admission
 from tests.assistant.conftest import Stage
 
 ADD = [MemoryChange("add", "- prefers tea")]
 
 
-def _capture(stage: Stage, expected_version: int) -> CaptureReceipt:
-    a = stage.admit()
+def _capture(
+    stage: Stage, expected_version: int, a: Admission | None = None, changes: list[MemoryChange] | None = None
+) -> CaptureReceipt:
+    """A capture of `changes` (ADD if None) by the turn `a` (a new turn if None) on `expected_version`."""
+    a = stage.admit() if a is None else a
     return stage.assistant.commit_capture(
         "ws",
         a.credential,
         idempotency_key=f"memory:{a.id}",
         key_session_id=a.key_session_id,
-        changes=ADD,
+        changes=ADD if changes is None else changes,
         expected_version=expected_version,
     )
 
@@ -116,16 +120,8 @@ def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> No
     stage.set_mode(Mode.AUTO)
     text = stage.person.load().text
     for n in range(1, 6):
-        a = stage.admit()
         change = MemoryChange("replace", lines[n * 11], new_line=lines[n * 11] + " (checked)")
-        stage.assistant.commit_capture(
-            "ws",
-            a.credential,
-            idempotency_key=f"memory:{a.id}",
-            key_session_id=a.key_session_id,
-            changes=[change],
-            expected_version=n,
-        )
+        _capture(stage, n, changes=[change])
         new_text = text.replace(lines[n * 11] + "\n", lines[n * 11] + " (checked)\n")
         previous = _stored(stage, n)
         compressed = crypto.seal(
@@ -171,14 +167,7 @@ def test_F2_a_version_made_before_the_batch_is_not_written_over_a_newer_head(
 
     monkeypatch.setattr(stage.assistant, "_made_ahead", then_a_save)
     with pytest.raises(VersionConflict) as conflict:
-        stage.assistant.commit_capture(
-            "ws",
-            a.credential,
-            idempotency_key=f"memory:{a.id}",
-            key_session_id=a.key_session_id,
-            changes=ADD,
-            expected_version=1,
-        )
+        _capture(stage, 1, a)
     assert conflict.value.current_version == 2
     assert stage.person.load().text == "# Memory\n- saved by a person\n"
     assert not stage.consumed(a) and stage.fence_rows() == 0
@@ -207,12 +196,5 @@ def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_w
         return ahead
 
     monkeypatch.setattr(stage.assistant, "_made_ahead", then_swapped)
-    stage.assistant.commit_capture(
-        "ws",
-        a.credential,
-        idempotency_key=f"memory:{a.id}",
-        key_session_id=a.key_session_id,
-        changes=ADD,
-        expected_version=1,
-    )
+    _capture(stage, 1, a)
     assert LocalBackend(stage.service, "ws", stage.key).load().text == "# Other\n- prefers tea\n"
