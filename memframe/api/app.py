@@ -55,5 +55,5 @@ def create_app(
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(HeaderGuard)
     app.add_middleware(InternalErrorGuard)
-    app.add_middleware(AccessLog, templates=lambda: app.openapi()["paths"])
+    app.add_middleware(AccessLog, routes=app.routes)
     return app

@@ -166,14 +166,13 @@ def _serve_on(
     import uvicorn
 
     from memframe.api import create_app
-    from memframe.api.server import access_log_to_stdout, settle_heap, uvicorn_config
+    from memframe.api.server import access_log_to_stdout, uvicorn_config
 
     _log_to_stderr()
     if hasattr(sys.stdout, "reconfigure"):  # uvicorn's access lines go to stdout: one per line, now
         sys.stdout.reconfigure(line_buffering=True)
     access_log_to_stdout(args.log_level)  # method, redacted path and status only: never a body or a query
     app = create_app(service, model=model_client(args))
-    settle_heap(app)  # no full garbage collection walks the app's lasting heap mid-burst
     config = uvicorn_config(
         app,
         log_level=args.log_level,
