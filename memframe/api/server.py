@@ -37,11 +37,13 @@ from memframe.api.edge import BodyDeadline, access_logger, bad_request, log_acce
 
 DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
+#: How large a request head may grow before h11 refuses it (uvicorn's `h11_max_incomplete_event_size`).
+MAX_HEAD_BYTES = 16 * 1024
 
 #: What h11 refuses, by the status it hints at; the text says what to fix.
 REFUSALS = {
     400: "Invalid HTTP request received.",
-    431: "The request head grew past the server's limit of 16 KiB before it was complete.",
+    431: f"The request head grew past the server's limit of {MAX_HEAD_BYTES // 1024} KiB before it was complete.",
     501: "Only Transfer-Encoding: chunked is supported.",
 }
 
@@ -158,6 +160,7 @@ def uvicorn_config(
     return uvicorn.Config(
         BodyDeadline(app, read_timeout),
         http=edge_protocol(read_timeout, max_connections),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         lifespan="off",
         # uvloop (a dependency where it builds) under "auto": its loop and transports cost less per
         # request than asyncio's own, which "auto" falls back to where uvloop is missing.
