@@ -129,15 +129,16 @@ def edge_protocol(read_timeout: float, max_connections: int | None) -> type[Edge
     return type("EdgeProtocol", (EdgeProtocol,), limits)
 
 
-def access_log_to_stdout(log_level: str = "info") -> None:
-    """Our access lines where uvicorn's went: stdout, one per line as it happens. They are INFO
-    lines, as uvicorn's are: `--log-level warning` (or above) has none, and then nothing per
-    request is formatted or written either."""
+def access_log_to_stdout(log_level: str = "info", *, who: str = "") -> None:
+    """Our access lines where uvicorn's went: stdout, one per line as it happens, each after `who`
+    (a worker of several names its pid). They are INFO lines, as uvicorn's are: `--log-level warning`
+    (or above) has none, and then nothing per request is formatted or written either. The first
+    call sets the format; later ones only the level."""
     import logging
 
     if not access_logger.handlers:
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        handler.setFormatter(logging.Formatter(f"%(levelname)s:     {who}%(message)s"))
         access_logger.addHandler(handler)
         access_logger.propagate = False
     access_logger.setLevel(logging.getLevelName(log_level.upper()))

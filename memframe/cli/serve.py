@@ -32,7 +32,6 @@ the key-session service, then exits 0.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import secrets
 import signal
@@ -126,15 +125,11 @@ def _worker(
 
     `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
     the spawn pipe), so a worker serves exactly as one-process `serve` does."""
-    from memframe.api.edge import access_logger
+    from memframe.api.server import access_log_to_stdout
     from memframe.core.errors import MemframeError
     from memframe.service.keysession_client import RemoteKeySessions
 
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(levelname)s:     [worker %(process)d] %(message)s"))
-    access_logger.addHandler(handler)
-    access_logger.setLevel(logging.INFO)
-    access_logger.propagate = False
+    access_log_to_stdout(args.log_level, who="[worker %(process)d] ")
     from memframe.cli.keysessions import stop_with_parent
     from memframe.settings import current
 
