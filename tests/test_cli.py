@@ -186,7 +186,13 @@ def test_a_command_line_parses_as_with_the_whole_parser_when_only_its_group_is_b
     lines = (["frame"], ["frame", "-w", "notes", "--poll", "0.5"], ["show", "--workspace", "x"], ["serve", "--db", "t"])
     for argv in lines:
         assert vars(build_parser(command=argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
-    others = ("memframe.cli.server", "memframe.cli.assistant", "memframe.cli.keys", "memframe.cli.mcp")
+    others = (
+        "memframe.cli.server",
+        "memframe.cli.admin",
+        "memframe.cli.assistant",
+        "memframe.cli.keys",
+        "memframe.cli.mcp",
+    )
     assert modules_loaded("import memframe.cli as c; c.build_parser(command='frame')", others) == []
     errors = []
     for parser in (build_parser(command="nope"), build_parser()):  # a word no group holds: every command listed

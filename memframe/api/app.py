@@ -14,7 +14,6 @@ from memframe.api import assistant, automation, files, policy, workspaces
 from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
 from memframe.api.responses import EDGE_STATUSES, error_responses
-from memframe.api.save_lane import SaveLane
 from memframe.assistant.automation import InProcessAutomation
 from memframe.assistant.ingress import AssistantEndpoint
 from memframe.assistant.models import ModelClient, ScriptedModel
@@ -30,12 +29,10 @@ def create_app(
     *,
     max_body_bytes: int = MAX_BODY_BYTES,
     model: ModelClient | None = None,
-    save_lane: bool = True,
 ) -> FastAPI:
     """An app serving `service`; the caller owns the service and closes it after the server stops.
 
-    Sends run the Assistant here with `model` (the built-in scripted model by default). With
-    `save_lane` off, every Save takes the whole FastAPI route (the tests compare the two answers).
+    Sends run the Assistant here with `model` (the built-in scripted model by default).
     """
     app = FastAPI(
         title="memframe",
@@ -54,12 +51,9 @@ def create_app(
         app.include_router(router)
     install_error_handlers(app)
     # The last added is the outermost: the guard sees every failure, including the limit's,
-    # and the access log sees every answer, including the guard's. The Save's lane is innermost:
-    # every edge rule applies to it as to the route.
-    if save_lane:
-        app.add_middleware(SaveLane, service=service)
+    # and the access log sees every answer, including the guard's.
     app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.add_middleware(HeaderGuard)
     app.add_middleware(InternalErrorGuard)
-    app.add_middleware(AccessLog, templates=lambda: app.openapi()["paths"])
+    app.add_middleware(AccessLog, routes=app.routes)
     return app

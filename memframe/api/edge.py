@@ -1,6 +1,6 @@
-"""The app's own edge: headers that must come once, and an access log that leaks nothing.
+"""The app's own edge: headers that must come once, a body deadline, and an access log that leaks nothing.
 
-Both are ASGI middleware, so every route gets them without naming them:
+All are ASGI middleware, so every route gets them without naming them:
 
 * `HeaderGuard` refuses (400) a request that sends a header the routes read once
   (`Authorization`, `Idempotency-Key`, `X-Base-Version`, `X-Memory-Clear`,
@@ -8,6 +8,10 @@ Both are ASGI middleware, so every route gets them without naming them:
   server disagree about which value counts; and one that sends both
   Content-Length and Transfer-Encoding, which h11 accepts (chunked wins) but a
   proxy in front may read the other way.
+* `BodyDeadline` answers 408 and closes the connection when a route has waited for a
+  request's body longer than the read timeout in all (the head's own deadline is
+  `memframe.api.server.EdgeProtocol`'s), so a client that declares a body and stalls,
+  or trickles it, holds nothing.
 * `AccessLog` writes one line per request, like uvicorn's, but the path has no
   query string (a token tried as `?token=` stays out) and ids that work as
   handles (key sessions, conversations, proposals) are replaced by their
@@ -17,13 +21,15 @@ Both are ASGI middleware, so every route gets them without naming them:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from fastapi import Request
+from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memframe.api.errors import send_json
@@ -46,9 +52,6 @@ SINGLE_HEADERS = (
 SHOWN_PARAMETERS = frozenset({"workspace_id", "path", "version"})
 
 BAD_REQUEST = "bad_request"
-
-#: Set in a request's scope by the server when the body did not arrive in time: it was answered 408.
-TIMED_OUT = "memframe.read_timed_out"
 
 
 def bad_request(message: str) -> dict[str, str]:
@@ -86,6 +89,51 @@ class HeaderGuard:
         await self.app(scope, receive, send)
 
 
+class RequestTimedOut(HTTPException):
+    """Raised from `receive` when the body is late; FastAPI passes HTTPExceptions from body reading
+    through to the app's error handler, which answers in the one error shape."""
+
+    def __init__(self, seconds: float) -> None:
+        message = f"The request body did not arrive within {seconds:g} seconds; the connection is closed."
+        super().__init__(408, message, headers={"connection": "close"})
+
+
+class BodyDeadline:
+    """A request may keep the app waiting for its body `seconds` in all, or it is answered 408.
+
+    Only the time the app waits in `receive` counts, so a slow server never times out a client
+    that sent its body at once; a client that stalls, or trickles its body, runs out of time.
+    """
+
+    def __init__(self, app: ASGIApp, seconds: float) -> None:
+        self.app = app
+        self.seconds = seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        left = self.seconds
+        whole = False
+
+        async def timed() -> Message:
+            nonlocal left, whole
+            if whole:  # after the body, a route may wait for the client to leave: no deadline for that
+                return await receive()
+            started = loop.time()
+            try:
+                async with asyncio.timeout(left):
+                    message = await receive()
+            except TimeoutError:
+                raise RequestTimedOut(self.seconds) from None
+            left -= loop.time() - started
+            whole = message["type"] != "http.request" or not message.get("more_body", False)
+            return message
+
+        await self.app(scope, timed, send)
+
+
 def _query_names(dependant: Any) -> Iterator[str]:
     """The query parameters a route and its dependencies declare."""
     for param in dependant.query_params:
@@ -121,40 +169,23 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
 
 
-class PathRedactor:
-    """A request path as the access log shows it: matched against the app's route templates.
-
-    A path that matches a route keeps its literal segments and `SHOWN_PARAMETERS`; other
-    parameters become `{name}`. A path that matches no route keeps only the segments some
-    route spells literally; the rest become `…`.
-    """
-
-    def __init__(self, templates: Iterable[str]) -> None:
-        self._routes: list[tuple[re.Pattern[str], str]] = []
-        self._literals: set[str] = set()
-        for template in sorted(set(templates), key=lambda t: (t.count("{"), -len(t))):
-            pattern = "".join(
-                f"(?P<{part[1:-1]}>.+)"
-                if part == "{path}"
-                else f"(?P<{part[1:-1]}>[^/]+)"
-                if part.startswith("{")
-                else re.escape(part)
-                for part in re.split(r"(\{[^}]+\})", template)
-                if part
-            )
-            self._routes.append((re.compile(pattern + r"\Z", re.DOTALL), template))
-            self._literals.update(s for s in template.split("/") if s and "{" not in s)
-
-    def __call__(self, path: str) -> str:
-        for pattern, template in self._routes:
-            match = pattern.match(path)
-            if match:
-                return printable(re.sub(r"\{([^}]+)\}", partial(_shown, match.groupdict()), template))
-        return printable("/".join(s if not s or s in self._literals else "…" for s in path.split("/")))
-
-
-def _shown(values: dict[str, str], parameter: re.Match[str]) -> str:
-    return values[parameter[1]] if parameter[1] in SHOWN_PARAMETERS else parameter[0]
+def shown_path(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """A request path as the access log shows it: the template of the route it matched, with only
+    `SHOWN_PARAMETERS` filled in; a path that matches no route shows `…` for each segment."""
+    route, params = scope.get("route"), scope.get("path_params", {})
+    if route is None:  # refused before routing (or a route of Starlette's own): match it here
+        for candidate in routes:
+            match, child = candidate.matches(scope)
+            if match is not Match.NONE:
+                route, params = candidate, child.get("path_params", {})
+                break
+    template = getattr(route, "path_format", None)
+    if template is None:
+        return "/".join("…" if segment else "" for segment in scope.get("path", "").split("/"))
+    filled = re.sub(
+        r"\{([^}]+)\}", lambda p: str(params[p[1]]) if p[1] in SHOWN_PARAMETERS and p[1] in params else p[0], template
+    )
+    return printable(filled)
 
 
 def log_access(client: Any, method: str, path: str, http_version: str, status: int) -> None:
@@ -164,12 +195,11 @@ def log_access(client: Any, method: str, path: str, http_version: str, status: i
 
 
 class AccessLog:
-    """One line per answered request, with the path from `redact` (no query, no handles)."""
+    """One line per answered request, with the path as `shown_path` shows it (no query, no handles)."""
 
-    def __init__(self, app: ASGIApp, templates: Callable[[], Iterable[str]]) -> None:
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
         self.app = app
-        self._templates = templates
-        self._redact: PathRedactor | None = None
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not access_logger.isEnabledFor(logging.INFO):
@@ -180,11 +210,8 @@ class AccessLog:
 
         def log() -> None:
             nonlocal logged
-            if self._redact is None:
-                self._redact = PathRedactor(self._templates())
-            path = self._redact(scope.get("path", ""))
-            shown = 408 if scope.get(TIMED_OUT) else status
-            log_access(scope.get("client"), scope.get("method", "-"), path, scope.get("http_version", "1.1"), shown)
+            path = shown_path(scope, self.routes)
+            log_access(scope.get("client"), scope.get("method", "-"), path, scope.get("http_version", "1.1"), status)
             logged = True
 
         async def noting(message: Message) -> None:

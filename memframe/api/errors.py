@@ -40,6 +40,7 @@ INTERNAL_PAYLOAD = {"error": "internal", "message": "The server failed unexpecte
 _HTTP_CODES = {
     404: NotFound.code,
     405: "method_not_allowed",
+    408: "request_timeout",
     413: TooLarge.code,
 }
 
@@ -78,7 +79,7 @@ def _describe(error: Any) -> dict[str, str]:
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    """Starlette's own 404/405/413 (no route, wrong method, body limit) in our shape."""
+    """Starlette's own 404/405 and the edge's 408/413 (no route, wrong method, a late or oversized body)."""
     assert isinstance(exc, HTTPException)
     message = str(exc.detail)
     if exc.status_code == 404:

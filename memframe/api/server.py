@@ -1,25 +1,24 @@
-"""How `memframe serve` runs the app under uvicorn: read timeouts, a connection bound, our error shape.
+"""How `memframe serve` runs the app under uvicorn: read deadlines, a connection bound, our error shape.
 
-uvicorn's h11 protocol bounds how long an *idle* kept-alive connection stays open
-(`timeout_keep_alive`) and how large a request head may grow
-(`h11_max_incomplete_event_size`, 16 KiB), but not how long a client may take to
-send one: a client trickling header bytes, or one that declares a 1 MB body and
-stalls, holds its connection for ever. `limit_concurrency` answers 503 only once a
-request head has arrived, so it does not bound connections that never finish one.
+uvicorn bounds an idle kept-alive connection (`timeout_keep_alive`) and the size of a request head
+(`h11_max_incomplete_event_size`), and an ASGI middleware (`edge.BodyDeadline`) bounds how long a body
+takes; but nothing in uvicorn bounds how long a client takes to send its request head, and its
+`limit_concurrency` answers only once a head has arrived, so a client trickling header bytes, or one
+opening connections it never uses, would hold them for ever. `EdgeProtocol` is uvicorn's `H11Protocol`
+with what only the protocol can do:
 
-`EdgeProtocol` is uvicorn's `H11Protocol` with three additions:
+* a head deadline: from a connection's opening, or the first byte of its next request, until that
+  request's head is complete, at most `read_timeout` seconds; past it, a 408 in the one error shape,
+  and the connection is closed;
+* a connection bound: a connection beyond `max_connections` gets a 503 in the one error shape and is
+  closed at once, before anything is read from it;
+* h11's refusals (uvicorn's plain-text `400 Invalid HTTP request received.`) in the one JSON shape,
+  with the status h11 meant: 431 for a head still incomplete past 16 KiB, 501 for a transfer coding
+  other than chunked, 400 for the rest.
 
-* a read deadline: from a connection's first byte of a request (or its opening)
-  until that request's last body byte, at most `read_timeout` seconds; past it the
-  client gets a 408 in the one error shape (unless its answer has already begun)
-  and the connection is closed, and a route still reading the body sees a
-  disconnect;
-* a connection bound: a connection beyond `max_connections` gets a 503 in the one
-  error shape and is closed at once, before anything is read from it;
-* uvicorn's own `400 Invalid HTTP request received.` (plain text) is sent in the
-  one JSON shape instead, with the status h11 meant: 431 for a head still
-  incomplete past 16 KiB, 501 for a transfer coding other than chunked, 400
-  for the rest.
+It overrides methods of a uvicorn class that uvicorn does not document as public, so pyproject.toml
+pins the uvicorn versions this module is tested against; tests/api/test_edge.py is what a new uvicorn
+release must pass before the pin moves.
 """
 
 from __future__ import annotations
@@ -34,22 +33,23 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from memframe.api.edge import TIMED_OUT, bad_request, log_access
+from memframe.api.edge import BodyDeadline, access_logger, bad_request, log_access
 
 DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_MAX_CONNECTIONS = 512
-
+#: How large a request head may grow before h11 refuses it (uvicorn's `h11_max_incomplete_event_size`).
+MAX_HEAD_BYTES = 16 * 1024
 
 #: What h11 refuses, by the status it hints at; the text says what to fix.
 REFUSALS = {
     400: "Invalid HTTP request received.",
-    431: "The request head grew past the server's limit of 16 KiB before it was complete.",
+    431: f"The request head grew past the server's limit of {MAX_HEAD_BYTES // 1024} KiB before it was complete.",
     501: "Only Transfer-Encoding: chunked is supported.",
 }
 
 
 def _raw_json(status: int, payload: dict[str, str]) -> bytes:
-    """A whole HTTP/1.1 answer that closes the connection, written past h11 (which has no request to answer)."""
+    """A whole HTTP/1.1 answer that closes the connection, for when h11 has no request to answer."""
     body = json.dumps(payload).encode()
     head = (
         f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
@@ -61,7 +61,7 @@ def _raw_json(status: int, payload: dict[str, str]) -> bytes:
 
 
 class EdgeProtocol(H11Protocol):
-    """uvicorn's h11 protocol with a read deadline, a connection bound and JSON refusals.
+    """uvicorn's h11 protocol with a head deadline, a connection bound and JSON refusals.
 
     The limits are class attributes: `edge_protocol()` makes a subclass holding them,
     since uvicorn builds the protocol itself from a class.
@@ -69,101 +69,54 @@ class EdgeProtocol(H11Protocol):
 
     read_timeout: float = DEFAULT_READ_TIMEOUT
     max_connections: int | None = DEFAULT_MAX_CONNECTIONS
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._read_deadline: asyncio.TimerHandle | None = None
-        # uvicorn catches h11's refusal and calls send_400_response with a fixed text; the status
-        # h11 meant (431 for an oversized head, 501 for an unknown transfer coding) is kept here.
-        self._refusal_status = 400
-        next_event = self.conn.next_event
-
-        def noting_refusals() -> Any:
-            try:
-                return next_event()
-            except h11.RemoteProtocolError as exc:
-                self._refusal_status = exc.error_status_hint
-                raise
-
-        self.conn.next_event = noting_refusals  # type: ignore[method-assign]
-
-    # --- the connection bound ---------------------------------------------------------------
+    _head_clock: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if self.max_connections is not None and len(self.connections) >= self.max_connections:
-            self.transport = transport
+            self.transport = transport  # uvicorn's connection_lost closes it
             message = f"The server is at its limit of {self.max_connections} connections; try again shortly."
-            transport.write(_raw_json(503, {"error": "unavailable", "message": message}))
-            transport.close()
-            log_access(transport.get_extra_info("peername"), "-", "-", "1.1", 503)
+            self._refuse(503, {"error": "unavailable", "message": message}, transport.get_extra_info("peername"))
             return
         super().connection_made(transport)
-        self._arm()
-
-    # --- the read deadline --------------------------------------------------------------
-
-    def _arm(self) -> None:
-        if self._read_deadline is None:
-            self._read_deadline = self.loop.call_later(self.read_timeout, self._read_timed_out)
-
-    def _disarm(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
-
-    def _settle(self) -> None:
-        """The request has fully arrived (or the connection is over): the deadline no longer applies."""
-        if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):
-            self._disarm()
+        self._start_head_clock()
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:
-            self._arm()  # the first bytes of a request head: its clock starts now
+            self._start_head_clock()  # the first bytes of a request head: its clock starts now
         super().data_received(data)
-        self._settle()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        # A pipelined request already partly read has its own deadline; an idle connection has keep-alive's.
-        partial = self.conn.their_state is h11.SEND_BODY or (
-            self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
-        )
-        if partial and not self.transport.is_closing():
-            self._arm()
-        else:
-            self._settle()
+        if self.conn.their_state is not h11.IDLE:
+            self._stop_head_clock()  # the head is complete (or refused); a body's deadline is BodyDeadline's
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._stop_head_clock()
         super().connection_lost(exc)
 
-    def _read_timed_out(self) -> None:
-        self._read_deadline = None
-        if self.transport.is_closing():
-            return
-        cycle = self.cycle if self.cycle is not None and not self.cycle.response_complete else None
-        reading_body = cycle is not None and self.conn.their_state is h11.SEND_BODY
-        if not (reading_body and cycle is not None and cycle.response_started):
-            message = f"The request did not arrive within {self.read_timeout:g} seconds; the connection is closed."
-            self.transport.write(_raw_json(408, {"error": "request_timeout", "message": message}))
-        if reading_body and cycle is not None:
-            # The route reading the body gets http.disconnect and its answer goes nowhere;
-            # the access log writes this request's line, with 408 rather than that answer's status.
-            cycle.scope[TIMED_OUT] = True  # type: ignore[literal-required]
-            cycle.disconnected = True
-            cycle.message_event.set()
-        else:
-            log_access(self.client, "-", "-", "1.1", 408)
-        self.transport.close()
-
-    # --- uvicorn's own refusal, in our shape ----------------------------------------------
-
     def send_400_response(self, msg: str) -> None:
-        self._disarm()
-        status = self._refusal_status if self._refusal_status in REFUSALS else 400
-        self.transport.write(_raw_json(status, bad_request(REFUSALS[status])))
+        # uvicorn calls this while it handles h11's RemoteProtocolError, which hints at the status h11 meant.
+        status = getattr(sys.exc_info()[1], "error_status_hint", 400)
+        status = status if status in REFUSALS else 400
+        self._stop_head_clock()
+        self._refuse(status, bad_request(REFUSALS[status]), self.client)
+
+    def _start_head_clock(self) -> None:
+        if self._head_clock is None:
+            self._head_clock = self.loop.call_later(self.read_timeout, self._head_timed_out)
+
+    def _stop_head_clock(self) -> None:
+        if self._head_clock is not None:
+            self._head_clock.cancel()
+            self._head_clock = None
+
+    def _head_timed_out(self) -> None:
+        self._head_clock = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            message = f"The request did not arrive within {self.read_timeout:g} seconds; the connection is closed."
+            self._refuse(408, {"error": "request_timeout", "message": message}, self.client)
+
+    def _refuse(self, status: int, payload: dict[str, str], client: Any) -> None:
+        self.transport.write(_raw_json(status, payload))
         self.transport.close()
-        log_access(self.client, "-", "-", "1.1", status)
+        log_access(client, "-", "-", "1.1", status)
 
 
 def edge_protocol(read_timeout: float, max_connections: int | None) -> type[EdgeProtocol]:
@@ -176,35 +129,16 @@ def edge_protocol(read_timeout: float, max_connections: int | None) -> type[Edge
     return type("EdgeProtocol", (EdgeProtocol,), limits)
 
 
-def settle_heap(app: Any) -> None:
-    """Build what the app otherwise builds on its first requests (the OpenAPI schema, which the access
-    log's path redactor reads), then leave every object alive now out of the garbage collector's walks.
-
-    A served process holds a large, lasting heap (FastAPI's routes, pydantic's validators and schemas),
-    and CPython's full collection walks all of it: measured under a burst of Saves, one took 90-150 ms,
-    stalling every request in flight at once, which was the tail of the Saves' latency. After
-    `gc.freeze()` a full collection walks only what was made since; nothing frozen is ever freed, which
-    for objects that live as long as the server costs nothing. For `memframe serve` only (tests build
-    many apps in one process, and freezing each would keep its garbage for good).
-    """
-    import gc
-
-    app.openapi()
-    gc.collect()
-    gc.freeze()
-
-
-def access_log_to_stdout(log_level: str = "info") -> None:
-    """Our access lines where uvicorn's went: stdout, one per line as it happens. They are INFO
-    lines, as uvicorn's are: `--log-level warning` (or above) has none, and then nothing per
-    request is formatted or written either."""
+def access_log_to_stdout(log_level: str = "info", *, who: str = "") -> None:
+    """Our access lines where uvicorn's went: stdout, one per line as it happens, each after `who`
+    (a worker of several names its pid). They are INFO lines, as uvicorn's are: `--log-level warning`
+    (or above) has none, and then nothing per request is formatted or written either. The first
+    call sets the format; later ones only the level."""
     import logging
-
-    from memframe.api.edge import access_logger
 
     if not access_logger.handlers:
         handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+        handler.setFormatter(logging.Formatter(f"%(levelname)s:     {who}%(message)s"))
         access_logger.addHandler(handler)
         access_logger.propagate = False
     access_logger.setLevel(logging.getLevelName(log_level.upper()))
@@ -218,14 +152,16 @@ def uvicorn_config(
     log_level: str = "info",
     **options: Any,
 ) -> uvicorn.Config:
-    """The uvicorn configuration `memframe serve` uses (and the edge tests run).
+    """The uvicorn configuration `memframe serve` uses (and the edge tests run): `app` behind the
+    body deadline, under `EdgeProtocol` with these limits.
 
     uvicorn's own access log is off: `memframe.api.edge.AccessLog` writes one that
     shows no query strings and no handles.
     """
     return uvicorn.Config(
-        app,
+        BodyDeadline(app, read_timeout),
         http=edge_protocol(read_timeout, max_connections),
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         lifespan="off",
         # uvloop (a dependency where it builds) under "auto": its loop and transports cost less per
         # request than asyncio's own, which "auto" falls back to where uvloop is missing.

@@ -8,7 +8,7 @@ before argparse (`memframe.cli.history`).
 
 One module per command group: `memory` (init, show, save, history, diff, undo,
 clear, mode, the frame), `keys`, `assistant` (ai, chat, receipts, proposals),
-`server` (serve, admin; `serve` for several workers, `listening`), `keysessions` and
+`server` (serve; `serve` for several workers, `listening`), `admin`, `keysessions` and
 `mcp`; `options` holds the options they share and
 `output` the wording they share. Defaults come from `memframe.settings`.
 
@@ -93,6 +93,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
         ("keys", (common,)),
         ("assistant", (common, current)),
         ("server", (current,)),
+        ("admin", (current,)),
         ("keysessions", (current,)),  # `keysessions`: the key-session service several servers share
         ("mcp", (common, current)),  # `mcp`: notes + Assistant for MCP clients
     ]

@@ -3,42 +3,35 @@
     memframe serve --db team.db --workers 4
     memframe serve --db postgresql://… --key-sessions http://10.0.0.5:8790 --key-sessions-credential-file F
 
-How the workers share the port. `serve` binds N listening sockets to the one port with
-SO_REUSEPORT (`listening.listen_each`, which first makes sure no one else listens there; on
-Linux, whose SO_REUSEPORT balances: elsewhere the workers share one socket), then
-spawns N worker processes (multiprocessing's spawn: a fresh interpreter each, nothing of the
-parent's threads, database connections or locks inherited) that each run uvicorn on a socket of
-their own; the kernel spreads new connections over the sockets by a hash of their addresses, so
-any request may land on any worker, and a burst of connections opened at once is shared out
-instead of taken whole by whichever worker's accept loop woke first (as one shared socket let
-it). A worker's replacement is given the socket its predecessor had: the connections that
-queued there while no one accepted are served by it, not reset. We spawn them ourselves rather than use uvicorn's
-`workers=`: that needs an import string and an app factory, cannot carry our edge protocol
-class (made per run with its limits) into its children, and would leave us no place to start
-the key-session service before the workers and stop it after them.
+`serve` binds one listening socket per worker to the one port with SO_REUSEPORT
+(`listening.listen_each`; elsewhere than Linux the workers share one socket), so the kernel spreads
+new connections over the workers, and spawns each worker (multiprocessing's spawn: nothing of the
+parent's threads, connections or locks inherited) to run uvicorn on its socket; a replacement
+worker takes over its predecessor's socket and the connections queued there.
 
-What the workers share, and what stays per worker (see ARCHITECTURE.md, "Several workers"):
-the database (SQLite in WAL, each batch `BEGIN IMMEDIATE`, so the file's own lock orders
-writers across processes; PostgreSQL, each batch under one advisory lock) and the key-session
-service (one process holding every key, asked before every batch). Per worker, and correct
-so: the writer lock and the group-commit queue (they only order this worker's batches before
-they reach the database's own lock), the `write_soon` receipt queue (a receipt commits before
-anything its own worker writes afterwards, which is where the turn that recalled it runs, and
-within milliseconds otherwise), and a client's seen heads (kept by the client, not the server).
+Why not uvicorn's own supervisor (`uvicorn.supervisors.Multiprocess`, `workers=`): it restarts dead
+workers, but has no place for serve's key-session service, which must start before the workers,
+start again when it dies and stop after them, and it never gives up on a crash loop (only on a worker
+that fails to start). It also pickles one `Config` into every child, so each worker would have to
+rebuild its service, its app and the edge's limits from import strings, and it shares one socket
+among the workers where serve gives each its own.
 
-A worker that dies (a crash, the OOM killer, SIGKILL) is reported on stderr and replaced; its
-connections were cut, and a write it had not acknowledged either committed whole or not at all
-(one transaction per batch). Five deaths within a minute is a crash loop: serve stops every
-child and exits 1, saying so. A key-session service that dies is started again, which forgets
-every key: clients open new sessions, and until it is back every key-needing call is refused
-with KeySessionServiceDown. SIGINT/SIGTERM stops the workers (gracefully, then by force after
-15 s), then the key-session service, then exits 0.
+What the workers share: the database (SQLite's file lock or PostgreSQL's advisory lock orders their
+batches) and the key-session service (one process holding every key). What stays per worker, and
+correctly so: the group-commit queue, the receipt queue, the writer lock (they order this worker's
+batches before they reach the database's own lock).
+
+A worker that dies is reported on stderr and replaced; a write it had not acknowledged committed
+whole or not at all (one transaction per batch). Five deaths within a minute is a crash loop: serve
+stops every child and exits 1. A key-session service that dies is started again, which forgets every
+key: clients open new sessions, and meanwhile every key-needing call is refused with
+KeySessionServiceDown. SIGINT/SIGTERM stops the workers (gracefully, then by force after 15 s), then
+the key-session service, then exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import secrets
 import signal
@@ -132,15 +125,11 @@ def _worker(
 
     `open_service` and `serve_on` are `memframe.cli.server`'s own (passed by reference through
     the spawn pipe), so a worker serves exactly as one-process `serve` does."""
-    from memframe.api.edge import access_logger
+    from memframe.api.server import access_log_to_stdout
     from memframe.core.errors import MemframeError
     from memframe.service.keysession_client import RemoteKeySessions
 
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(levelname)s:     [worker %(process)d] %(message)s"))
-    access_logger.addHandler(handler)
-    access_logger.setLevel(logging.INFO)
-    access_logger.propagate = False
+    access_log_to_stdout(args.log_level, who="[worker %(process)d] ")
     from memframe.cli.keysessions import stop_with_parent
     from memframe.settings import current
 
