@@ -82,10 +82,14 @@ soak: $(TEST_STAMP)
 	MEMFRAME_SOAK=1 MEMFRAME_RELIABILITY_REPORT=soak-report.jsonl \
 		$(BIN)/python -m pytest -q -m "crash or fault or race or fuzz or access"
 
-# Mutation testing of core/, the fence, capture, policy and files (tools/mutate.py; not part of
-# `make test`): writes mutation/report.md. MODULES=memframe/core/edits.py runs a subset.
+# Mutation testing (not part of `make test`): mutmut over core/, the fence, capture, proposals, policy
+# and files ([tool.mutmut] in pyproject.toml; `mutmut browse` shows its survivors), then the fence's SQL
+# clause mutants, which mutmut cannot make (tools/fence_clause_mutants.py). JOBS=N runs N mutants at once.
 mutate: $(TEST_STAMP)
-	$(BIN)/python tools/mutate.py $(MODULES) --jobs $(or $(JOBS),1)
+	$(call install,.[mutate])
+	$(BIN)/mutmut run --max-children $(or $(JOBS),1)
+	$(BIN)/mutmut results
+	$(BIN)/python tools/fence_clause_mutants.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -87,8 +87,9 @@ class Figure:
 
     `value` is in `unit`; times are milliseconds (the median), rates are per second.
     `aim_op` is "ratio<=", "ratio>=", "value<=" or "value>=" against `aim_limit`, or "none" for a
-    figure shown for context that has no aim of its own (an old database, which the issue lets keep its
-    whole copies): it is neither met nor missed, and the count of aims leaves it out.
+    figure shown for context that has no aim of its own (one no person feels on its own, or an old
+    database, which the issue lets keep its whole copies): it is neither met nor missed, and the count
+    of aims leaves it out.
     """
 
     name: str
@@ -208,6 +209,9 @@ def num(value: float | None, unit: str = "") -> str:
 #: The aim of an old database's history: none. The issue lets it keep its whole copies (it keeps
 #: opening as it is) or be compacted by `memframe admin compact`, and the compacted figure has the aim.
 OLD_DATABASE_AIM = "none: an old database keeps its whole copies until `memframe admin compact`"
+#: The aim of a figure kept for context only: measured on the way to an aimed figure, so it costs
+#: nearly nothing, and it explains that figure; no aim of the issue's list is its own.
+CONTEXT = "none: context"
 
 
 def verdict(met: bool | None) -> str:

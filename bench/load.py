@@ -1,13 +1,11 @@
 """A small HTTP/1.1 load generator: N keep-alive connections, each sending its next request as soon
 as the last answer arrived (a closed loop, like N people's clients), on one asyncio loop.
 
-It shares the two cores with the server it measures, so what it spends per request is taken from
-the server: every request is prepared bytes, and each connection is an `asyncio.Protocol` that
-parses its answers in `data_received` itself (the status line and Content-Length, nothing else)
-and writes the next request from there. On asyncio's StreamReader/Writer each answer cost a task
-wake-up, a `readuntil` and a `readexactly`: ~230 µs of this process's CPU per recall at 64
-clients, a fifth of what one worker spends on it; here it is one callback per arriving chunk,
-~115 µs (measured side by side, one worker, 64 clients).
+It shares the machine's cores with the server it measures, so what it spends per request is taken
+from the server: every request is prepared bytes, and each connection is an `asyncio.Protocol` that
+parses its answers in `data_received` itself (the status line and Content-Length, nothing else) and
+writes the next request from there, one callback per arriving chunk instead of asyncio streams' task
+wake-up, `readuntil` and `readexactly` per answer.
 """
 
 from __future__ import annotations

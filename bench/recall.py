@@ -1,12 +1,12 @@
-"""Recall: in-process against one SELECT + one decrypt, and over loopback HTTP against a no-op route."""
+"""Recall in-process against its fair floor: the reads the contract names and one decrypt.
+
+Recall over HTTP is measured with the team server (`bench.team`), beside a no-op route on the same server.
+"""
 
 from __future__ import annotations
 
-import json
 import random
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -121,61 +121,10 @@ def recall_in_process(
     return figures
 
 
-def recall_over_http(tmp: Path, s: Settings) -> list[Figure]:
-    """A real uvicorn in its own process (so client and server do not share a GIL)."""
-    import httpx
-
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench._server", str(tmp / "http.db"), str(s.http_workspaces)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready = json.loads(proc.stdout.readline() or "{}")
-        if "url" not in ready:
-            raise RuntimeError("the benchmark server did not start")
-        log(f"  uvicorn on {ready['url']} with {len(ready['credentials'])} workspaces")
-        creds: list[tuple[str, str]] = ready["credentials"]
-        rng = random.Random(2)
-        order = [rng.randrange(len(creds)) for _ in range(2 * s.http_samples + 20)]
-        with httpx.Client(base_url=ready["url"], timeout=30.0) as client:
-
-            def subject(i: int) -> None:
-                ws, credential = creds[order[i]]
-                response = client.get(
-                    f"/api/v1/automation/workspaces/{ws}/memory",
-                    params={"purpose": "recall"},
-                    headers={"Authorization": f"Bearer {credential}"},
-                )
-                assert response.status_code == 200 and response.json()["status"] == "provided", response.text
-
-            def noop(i: int) -> None:
-                response = client.get("/healthz")
-                assert response.status_code == 200
-
-            subject_stats, floor_stats = paired(subject, noop, s.http_samples, warmup=20)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-    return [
-        latency_figure(
-            "recall over loopback HTTP (uvicorn, keep-alive)",
-            subject_stats,
-            floor_stats,
-            aim="p50 ≤ 1.5× no-op",
-            aim_op="ratio<=",
-            aim_limit=1.5,
-            floor_name="GET /healthz",
-        )
-    ]
-
-
 def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
     """Recall when every head is stored as a delta at the end of the longest chain (version
-    KEYFRAME_EVERY: 63 deltas after its keyframe), as saves and captures now write them: with the key
-    session warm (it opened this head before: no decrypt) and cold (its first recall walks the chain,
-    reading the run in one statement). The floor opens a whole copy of the same text."""
+    KEYFRAME_EVERY: 63 deltas after its keyframe), as saves and captures now write them, with the key
+    session warm (it opened this head before). The floor opens a whole copy of the same text."""
     from bench.data import _insert, revisions
 
     service = new_service(str(tmp / "recall-deltas.db"))
@@ -206,11 +155,6 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
         result = service.assistant.recall(ws.id, ws.admissions[0].credential)
         assert result.status is RecallStatus.PROVIDED and result.text == texts[-1], result.status
 
-    def cold(i: int) -> None:
-        # The key session's first recall: its opener (and all it remembered) is made afresh.
-        service.key_sessions._sessions[spaces[order[i]].key_session].memory_opener = None  # type: ignore[index]
-        recall(i)
-
     def floor(i: int) -> None:
         ws = spaces[order[i]]
         row = floor_conn.execute(CONTRACT_READS, (MEMORY_PATH, ws.admissions[0].id)).fetchone()
@@ -221,7 +165,6 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
         recall(0)
         order[0] = order_save
     warm_stats, floor_stats = paired(recall, floor, s.recall_samples)
-    cold_stats, cold_floor = paired(cold, floor, max(20, s.recall_samples // 4))
     floor_conn.close()
     service.close()
     warm = latency_figure(
@@ -237,31 +180,11 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
         "the key session remembers the heads it opened (RAM only, with their exact ciphertext): a head it "
         "has opened costs no decrypt, a head saved since costs one (a delta against the one it holds)"
     )
-    gone = latency_figure(
-        f"recall in-process, head a delta {len(texts) - 1} after its keyframe, {count:,} workspaces"
-        " (cold: the session's first recall)",
-        cold_stats,
-        cold_floor,
-        aim="≤ 1 ms",
-        aim_op="value<=",
-        aim_limit=1.0,
-        floor_name=FLOOR_NAME + " of a whole copy",
-    )
-    gone.note = f"reads the head's keyframe run in one statement and opens {len(texts)} versions, once per session"
-    return [warm, gone]
+    return [warm]
 
 
 def recall_figures(tmp: Path, s: Settings) -> list[Figure]:
-    (local,) = recall_in_process(tmp, s, s.recall_workspaces, 1.5)
-    deltas = recall_delta_heads(tmp, s)
-    (remote,) = recall_over_http(tmp, s)
-    assert remote.floor is not None
-    rest = remote.value - remote.floor - local.value
-    remote.note = (
-        f"the no-op's {remote.floor:.2f} ms plus the in-process recall's {local.value:.2f} ms leaves "
-        f"{rest:.2f} ms for the route's dependencies, the credential and the 8 KiB JSON reply"
-    )
-    return [local, *deltas, remote]
+    return recall_in_process(tmp, s, s.recall_workspaces, 1.5) + recall_delta_heads(tmp, s)
 
 
 def scale_figures(tmp: Path, s: Settings) -> list[Figure]:

@@ -12,14 +12,8 @@ class Settings:
     mode: str
     recall_workspaces: int = 1000
     recall_samples: int = 2000
-    http_workspaces: int = 1000
-    http_samples: int = 1000
     saves: int = 300
     git_commits: int = 60
-    fence_writers: int = 8
-    fence_captures_per_writer: int = 150
-    floor_inserts: int = 300
-    refused_samples: int = 500
     history_revisions: int = 10_000
     list_samples: int = 200
     diff_rounds: int = 15
@@ -31,8 +25,8 @@ class Settings:
     storage_revisions: tuple[int, ...] = (1000, 10_000)
     open_samples: int = 300
     scale_revisions: int = 100_000
-    #: The team figures: rounds (every load interleaved in each), seconds of recall per level in all,
-    #: and Saves per round at each level: this many per client, at least `team_saves_min`.
+    #: The team figures: rounds (every load interleaved in each), seconds of recall (and of the no-op) in all,
+    #: and Saves per round at 64 clients: this many per client, at least `team_saves_min`.
     team_rounds: int = 4
     team_seconds: float = 3.0
     team_saves_per_client: int = 8
@@ -44,14 +38,8 @@ QUICK = Settings(
     mode="quick",
     recall_workspaces=20,
     recall_samples=40,
-    http_workspaces=5,
-    http_samples=20,
     saves=10,
     git_commits=3,
-    fence_writers=2,
-    fence_captures_per_writer=3,
-    floor_inserts=10,
-    refused_samples=10,
     history_revisions=120,
     list_samples=5,
     diff_rounds=1,
