@@ -311,11 +311,7 @@ def test_internal_errors_are_bare_500_and_logged_without_bodies(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the disk caught fire")
 
-    async def broken_async(*args: object, **kwargs: object) -> None:
-        broken()
-
     monkeypatch.setattr(api.service, "put_file", broken)
-    monkeypatch.setattr(api.service, "put_file_async", broken_async)  # the Save's lane (memframe.api.save_lane)
     with caplog.at_level(logging.ERROR, logger="memframe.api"):
         response = api.client.put(MEMORY, json={"ciphertext": "c2VjcmV0Ym9keQ=="}, headers={"X-Base-Version": "0"})
     assert response.status_code == 500

@@ -13,10 +13,9 @@ characters), `Content-Type: application/json`, a Content-Length, `X-Base-Version
 decimal form, `X-Memory-Clear` and `X-Revive` absent or `0`/`1`, and a JSON body that `PutFileIn`
 validates. It then does exactly what `memframe.api.files.put_file` does: the bearer token as
 `HTTPBearer` reads it, `current_user`'s authentication where `local_or_threaded` puts it, the
-service's `put_file` (as `put_file_async`: the same checks and batch, its group commit awaited
-on the loop rather than on a thread of its own), and the answer as FastAPI would send it (a `VersionOut`
-serialised by alias, or `error_response` for a `MemframeError`); any other exception goes on to
-`InternalErrorGuard` as the route's would.
+service's `put_file` (on the thread pool, as the route calls it), and the answer as FastAPI
+would send it (a `VersionOut` serialised by alias, or `error_response` for a `MemframeError`);
+any other exception goes on to `InternalErrorGuard` as the route's would.
 
 Everything else (a malformed header or body, an unusual content type, a streamed body, a
 disconnect while reading) goes to the app with the body read so far replayed, so every refusal
@@ -31,6 +30,7 @@ import json
 import re
 from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -76,7 +76,8 @@ class SaveLane:
         service = self.service
         try:
             user = await local_or_threaded(service, service.accounts.authenticate, token)
-            info = await service.put_file_async(
+            info = await run_in_threadpool(
+                service.put_file,
                 user,
                 workspace_id,
                 path,

@@ -51,18 +51,13 @@ def _side(directory: Path, clock: FakeClock, *, lane: bool) -> Side:
     service.accounts.create_workspace("other", "alice")
     token = service.accounts.create_token("alice")[1]
     side = Side(service, create_app(service, save_lane=lane), token)
-    put_file, put_file_async = service.put_file, service.put_file_async
+    put_file = service.put_file
 
     def noted_put_file(*args: Any, **kwargs: Any) -> Any:
         side.calls.append("put_file")
         return put_file(*args, **kwargs)
 
-    async def noted_put_file_async(*args: Any, **kwargs: Any) -> Any:
-        side.calls.append("put_file_async")
-        return await put_file_async(*args, **kwargs)
-
     service.put_file = noted_put_file  # type: ignore[method-assign]
-    service.put_file_async = noted_put_file_async  # type: ignore[method-assign]
     return side
 
 
@@ -155,10 +150,10 @@ def _both(sides: tuple[Side, Side], **request: Any) -> Answer:
 def test_a_well_formed_save_takes_the_lane_and_answers_as_the_route(sides: tuple[Side, Side]) -> None:
     answer = _both(sides)
     assert answer.status == 200 and json.loads(answer.body)["version"] == 1
-    assert [side.calls for side in sides] == [["put_file_async"], ["put_file"]]
+    assert [side.calls for side in sides] == [["put_file"], ["put_file"]]
     again = _both(sides, base="1", body=_body(stand_in(9)), extra=((b"x-revive", b"0"),))
     assert again.status == 200 and json.loads(again.body)["version"] == 2
-    assert sides[0].calls == ["put_file_async"]
+    assert sides[0].calls == ["put_file"]
     undo = _both(sides, base="2", body=_body(stand_in(5), restoredFrom=1))
     assert undo.status == 200 and json.loads(undo.body)["restoredFrom"] == 1
     for side in sides:
@@ -227,13 +222,12 @@ def test_a_request_the_route_must_judge_is_handed_to_it(
 ) -> None:
     answer = _both(sides, **request_)
     assert answer.status is not None, why
-    assert "put_file_async" not in sides[0].calls  # the route's own answer, from the route
 
 
 def test_json_in_another_unicode_encoding_is_read_as_the_route_reads_it(sides: tuple[Side, Side]) -> None:
     """`json.loads` (FastAPI's) takes UTF-16 and UTF-32 too; so does the lane, to the same answer."""
     answer = _both(sides, body=_body(stand_in(5)).decode().encode("utf-16"))
-    assert answer.status == 200 and sides[0].calls == ["put_file_async"]
+    assert answer.status == 200 and sides[0].calls == ["put_file"]
 
 
 def test_a_body_in_pieces_or_cut_off_is_replayed_to_the_route(sides: tuple[Side, Side]) -> None:
@@ -243,7 +237,7 @@ def test_a_body_in_pieces_or_cut_off_is_replayed_to_the_route(sides: tuple[Side,
         {"type": "http.request", "body": data[10:], "more_body": False},
     ]
     whole = _both(sides, messages=pieces, extra=((b"content-length", str(len(data)).encode()),))
-    assert whole.status == 200 and sides[0].calls == ["put_file_async"]
+    assert whole.status == 200 and sides[0].calls == ["put_file"]
     streamed = _both(sides, base="1", messages=pieces, extra=((b"transfer-encoding", b"chunked"),))
     assert streamed.status == 200 and sides[0].calls == ["put_file"]  # no Content-Length: the route's
     cut: list[Message] = [{"type": "http.request", "body": data[:10], "more_body": True}, {"type": "http.disconnect"}]
