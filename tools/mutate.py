@@ -75,6 +75,7 @@ MODULES: dict[str, list[str]] = {
         "tests/assistant/test_turn_promises.py",
         "tests/assistant/test_turns.py",
     ],
+    "memframe/service/proposals.py": ["tests/assistant/test_capture_promises.py", "tests/assistant/test_turns.py"],
     "memframe/service/policy.py": [
         "tests/test_policy_promises.py",
         "tests/test_service.py",

@@ -14,6 +14,7 @@ _RECALL = "memframe/core/recall.py"
 _EDITS = "memframe/core/edits.py"
 _FENCE = "memframe/service/fence.py"
 _CAPTURE = "memframe/service/capture.py"
+_PROPOSALS = "memframe/service/proposals.py"
 _POLICY = "memframe/service/policy.py"
 _FILES = "memframe/service/files.py"
 _TURNS = "memframe/core/turns.py"
@@ -60,13 +61,13 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "already required `a.consumed_at IS NULL` (a second capture of the turn is refused there, F9), "
         "so the UPDATE's own guard never finds a consumed row"
     ),
-    (_CAPTURE, "number + 1", "8", "9", "token_hex(8)"): (
+    (_PROPOSALS, "number + 1", "8", "9", "token_hex(8)"): (
         "a proposal id's random part one byte longer: ids stay unique and opaque; nothing reads their length"
     ),
-    (_CAPTURE, "bool constant", "False", "True", "ensure_ascii=False"): (
+    (_PROPOSALS, "bool constant", "False", "True", "ensure_ascii=False"): (
         "a proposal's edits as JSON with non-ASCII escaped: sealed, and read back by json.loads to the same edits"
     ),
-    (_CAPTURE, "bool constant", "True", "False", "ensure_ascii=False, sort_keys=True"): (
+    (_PROPOSALS, "bool constant", "True", "False", "ensure_ascii=False, sort_keys=True"): (
         "a proposal's edits as JSON without sorted keys: sealed, and read back by json.loads to the same edits"
     ),
     (_CAPTURE, "bool constant", "True", "False", '"expected": expected_version}, sort_keys=True'): (
