@@ -2,7 +2,7 @@
 
 A durable commit costs an fsync, so a burst of Saves committed one by one waits in line for one
 fsync each; committed together, each in its own savepoint so a failing batch rolls back alone, the
-server answers more than twice the Saves per second under load (bench/results.md).
+server answers far more Saves per second under load (the figure is in bench/results.md).
 """
 
 from __future__ import annotations
