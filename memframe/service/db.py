@@ -117,7 +117,8 @@ def create_private(path: Path) -> None:
     It holds every ciphertext, and SQLite gives the `-wal` and `-shm` files it makes beside it the
     database file's own permissions, so all three are private. An existing file keeps its mode.
     """
-    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    with contextlib.suppress(FileExistsError):  # an existing file is opened as its owner left it
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 class Database:
