@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from memframe.service import db as dbmod
+from memframe.service import write_soon
 from memframe.service.db import Database
 from memframe.service.engines import open_database
 
@@ -61,9 +61,9 @@ def _in_one_group(db: Database, works: list[Callable[[Any], Any]]) -> list[_Outc
         threads.append(threading.Thread(target=run))
         threads[-1].start()
         deadline = time.monotonic() + 60
-        while len(db._queue) < len(threads) and time.monotonic() < deadline:  # queued in this order
+        while len(db._group._queue) < len(threads) and time.monotonic() < deadline:  # queued in this order
             time.sleep(0.001)
-    assert len(db._queue) == len(works)
+    assert len(db._group._queue) == len(works)
     release.set()
     holder.join(timeout=60)
     for thread in threads:
@@ -162,7 +162,7 @@ def test_a_batch_that_looks_at_a_result_sees_it(db: Database) -> None:
 
 @pytest.fixture
 def quiet_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)  # the background batch never comes in these tests
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)  # the background batch never comes in these tests
 
 
 def _queue(db: Database, *notes: tuple[int, str]) -> None:

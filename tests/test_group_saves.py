@@ -7,7 +7,6 @@ failure fails every Save of the group and writes none of them, and every acknowl
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import threading
 import time
@@ -87,9 +86,9 @@ def _one_group(
         assert len(threads) == expected
         batches = expected if queued is None else queued
         deadline = time.monotonic() + 60
-        while len(db._queue) < batches and time.monotonic() < deadline:  # all queued behind the held batch
+        while len(db._group._queue) < batches and time.monotonic() < deadline:  # all queued behind the held batch
             time.sleep(0.001)
-        assert len(db._queue) == batches
+        assert len(db._group._queue) == batches
     finally:
         release.set()
         holder.join(timeout=60)
@@ -242,94 +241,11 @@ def test_a_storage_failure_fails_every_save_of_the_group_and_writes_nothing(
     assert _save(service, workspaces[0], 0, "after\n") == 1  # the store is usable again at once
 
 
-# --- Saves from an event loop (the HTTP Save: `put_file_async`, `Database.write_together_async`) -----
-
-
-def _save_async(service: MemoryService, workspace: str, base: int, text: str) -> Any:
-    return service.put_file_async(LOCAL_USER, workspace, MEMORY_PATH, _sealed(workspace, base + 1, text), base)
-
-
-def _on_one_loop(*calls: Any) -> list[Any]:
-    """Await every coroutine together on one event loop; each one's value or exception."""
-
-    async def together() -> list[Any]:
-        return await asyncio.gather(*calls, return_exceptions=True)
-
-    return asyncio.run(together())
-
-
-def test_saves_from_an_event_loop_share_the_threads_group(
-    engine_service: MemoryService, workspaces: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Batches awaited on a loop join the very group threads' batches are in: one transaction."""
-    service = engine_service
-    opened = _count_batches(service, monkeypatch)
-    on_loop, on_threads = workspaces[:5], workspaces[5:]
-    with _one_group(service, 1 + len(on_threads), queued=len(workspaces)) as start:
-        from_loop = start(lambda: _on_one_loop(*(_save_async(service, ws, 0, f"# {ws}\n") for ws in on_loop)))
-        threads = [start(lambda ws=ws: _save(service, ws, 0, f"# {ws}\n")) for ws in on_threads]
-    assert from_loop.error is None and [info.version for info in from_loop.value] == [1] * len(on_loop)
-    assert [o.error for o in threads] == [None] * len(on_threads)
-    assert len(opened) == 2  # the held batch, then every Save of the burst together
-    for ws in workspaces:
-        head = service.get_file(LOCAL_USER, ws, MEMORY_PATH)
-        assert head is not None and head.info.version == 1
-        text = crypto.open_sealed(KEY, head.ciphertext or b"", workspace_id=ws, path=MEMORY_PATH, version=1)
-        assert text == f"# {ws}\n"
-
-
-def test_an_event_loops_saves_on_one_base_one_wins_the_rest_conflict(engine_service: MemoryService) -> None:
-    service = engine_service
-    base = _save(service, "ws", 0, "first\n")
-    outcomes = _on_one_loop(*(_save_async(service, "ws", base, f"draft {n}\n") for n in range(6)))
-    won = [o for o in outcomes if not isinstance(o, BaseException)]
-    lost = [o for o in outcomes if isinstance(o, BaseException)]
-    assert [info.version for info in won] == [base + 1]
-    assert len(lost) == 5 and all(isinstance(o, VersionConflict) for o in lost)
-    assert _head(service, "ws") == base + 1
-    assert len(service.list_versions(LOCAL_USER, "ws", MEMORY_PATH)) == 2  # nothing else was written
-
-
-def test_a_storage_failure_fails_every_save_an_event_loop_awaits(
-    engine_service: MemoryService, workspaces: list[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    service = engine_service
-    insert = _storage_fails_for(service, workspaces[2], monkeypatch)
-    with _one_group(service, 1, queued=len(workspaces)) as start:
-        from_loop = start(lambda: _on_one_loop(*(_save_async(service, ws, 0, f"# {ws}\n") for ws in workspaces)))
-    assert from_loop.error is None
-    assert all(isinstance(o, Unavailable) and "nothing was written" in str(o) for o in from_loop.value)
-    assert [_head(service, ws) for ws in workspaces] == [0] * len(workspaces)
-    monkeypatch.setattr(service_module.files, "insert_version", insert)
-    assert _on_one_loop(_save_async(service, workspaces[0], 0, "after\n"))[0].version == 1
-
-
-def test_a_refused_save_from_an_event_loop_is_refused_before_it_queues(engine_service: MemoryService) -> None:
-    """The checks that need no transaction raise in the caller's task, as `put_file`'s do."""
-    service = engine_service
-    queued: list[Any] = []
-    enqueue = service.db._enqueue
-
-    def noting(ticket: Any) -> bool:
-        queued.append(ticket)
-        return enqueue(ticket)
-
-    service.db._enqueue = noting  # type: ignore[method-assign]
-    not_sealed = service.put_file_async(LOCAL_USER, "ws", MEMORY_PATH, b"not a sealed text", 0)
-    bad_path = service.put_file_async(LOCAL_USER, "ws", "../escape.md", _sealed("ws", 1, "x\n"), 0)
-    outcomes = _on_one_loop(not_sealed, bad_path)
-    assert [type(o).__name__ for o in outcomes] == ["InvalidInput", "InvalidInput"]
-    assert queued == []
-
-
-def test_closing_ends_the_committer_and_a_later_save_is_refused_not_hung(tmp_path: Any) -> None:
+def test_a_save_after_closing_is_refused_not_hung(tmp_path: Any) -> None:
     service = MemoryService(tmp_path / "closing.db")
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
-    assert _on_one_loop(_save_async(service, "ws", 0, "one\n"))[0].version == 1
-    committer = service.db._committer
-    assert committer is not None and committer.is_alive()
+    assert _save(service, "ws", 0, "one\n") == 1
     service.close()
-    assert not committer.is_alive()
-    [late] = _on_one_loop(_save_async(service, "ws", 1, "two\n"))
-    assert isinstance(late, Exception)  # the closed database's own refusal, at once
+    with pytest.raises(Exception):  # noqa: B017 - the closed database's own refusal, at once
+        _save(service, "ws", 1, "two\n")

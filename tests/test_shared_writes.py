@@ -11,6 +11,7 @@ import pytest
 
 from memframe.core.errors import Unavailable
 from memframe.service import db as dbmod
+from memframe.service import write_soon
 from memframe.service.db import Database
 
 
@@ -35,7 +36,7 @@ NOTE = ("notes", ("body",))  # a write_soon row's table and columns
 
 
 def test_a_queued_record_commits_with_the_next_write_and_before_it(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)  # the background batch never comes in this test
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)  # the background batch never comes in this test
     db = _open(tmp_path / "m.db")
     try:
         db.write_soon(*NOTE, ("receipt 1",))
@@ -49,7 +50,7 @@ def test_a_queued_record_commits_with_the_next_write_and_before_it(tmp_path: Pat
 
 
 def test_a_rolled_back_write_gives_the_queued_records_back(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     try:
         db.write_soon(*NOTE, ("receipt",))
@@ -77,7 +78,7 @@ def test_the_background_batch_commits_within_moments(tmp_path: Path) -> None:
 
 
 def test_close_commits_what_is_queued_and_then_refuses_more(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     db.write_soon(*NOTE, ("last receipt",))
     db.close()  # does not wait out the gathering
@@ -87,7 +88,7 @@ def test_close_commits_what_is_queued_and_then_refuses_more(tmp_path: Path, monk
 
 
 def test_a_record_that_breaks_a_constraint_is_dropped_not_retried_forever(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     try:
         with db.write() as conn:
@@ -157,7 +158,7 @@ def test_a_storage_failure_fails_the_whole_group_cleanly(tmp_path: Path, monkeyp
 
 
 def test_a_long_queue_goes_in_by_chunks_in_order(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     try:
         for n in range(450):  # more than two multi-row INSERTs' worth
@@ -190,7 +191,7 @@ def test_flush_waits_for_a_batch_that_took_the_queue_but_has_not_committed(tmp_p
     Issue 17: a failed turn's receipt was missing after the send returned because flush found
     the queue empty while the batch that had taken it was still uncommitted.
     """
-    monkeypatch.setattr(dbmod, "GATHER_SECONDS", 60.0)
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)
     db = _open(tmp_path / "m.db")
     lock = _SignallingLock(db._lock)
     db._lock = lock  # type: ignore[assignment]
@@ -267,90 +268,4 @@ def test_a_writer_that_holds_the_lock_too_long_is_one_clear_unavailable(tmp_path
         assert _on_disk(tmp_path / "m.db") == ["mine, later"]
     finally:
         other.close()
-        db.close()
-
-
-def test_only_a_busy_lock_is_waited_for(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Any other error of BEGIN is the storage's, at once: it is not retried for ten seconds."""
-    tries: list[str] = []
-
-    class Refusing:
-        def execute(self, sql: str) -> None:
-            tries.append(sql)
-            raise sqlite3.OperationalError("disk I/O error")
-
-    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-        dbmod._begin_immediate(Refusing())  # type: ignore[arg-type]
-    assert tries == ["BEGIN IMMEDIATE"]
-
-
-def test_a_group_is_woken_even_when_handing_the_next_one_to_the_committer_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The leader wakes the next group's leader before its own group's callers (the next fsync
-    first); should that hand-off raise (no thread can be started), every caller of the group it
-    committed is still woken with its answer, never left waiting for good."""
-    import asyncio
-
-    db = _open(tmp_path / "m.db")
-    first_in, first_go, second_in, second_go = (threading.Event() for _ in range(4))
-    answers: dict[str, object] = {}
-
-    def run(name: str, work) -> None:  # type: ignore[no-untyped-def]
-        try:
-            answers[name] = db.write_together(work)
-        except BaseException as exc:  # the answer, whatever it is
-            answers[name] = exc
-
-    def holding(entered: threading.Event, go: threading.Event, body: str):  # type: ignore[no-untyped-def]
-        def work(conn: sqlite3.Connection) -> str:
-            entered.set()
-            assert go.wait(5)
-            conn.execute(INSERT, (body,))
-            return body
-
-        return work
-
-    def quick(conn: sqlite3.Connection) -> str:
-        conn.execute(INSERT, ("quick",))
-        return "quick"
-
-    loop = asyncio.new_event_loop()
-    try:
-        leader = threading.Thread(target=run, args=("first", holding(first_in, first_go, "first")))
-        leader.start()
-        assert first_in.wait(5)
-        second = threading.Thread(target=run, args=("second", holding(second_in, second_go, "second")))
-        second.start()
-        time.sleep(0.05)
-        third = threading.Thread(target=run, args=("third", quick))  # joins the second's group
-        third.start()
-        time.sleep(0.05)
-        first_go.set()
-        assert second_in.wait(5)  # the second leads the group [second, third]
-
-        def queued_behind() -> None:  # a loop's batch queued behind that group: the committer's to lead
-            try:
-                answers["behind"] = loop.run_until_complete(asyncio.wait_for(db.write_together_async(quick), 1))
-            except BaseException as exc:  # no committer could start: it times out
-                answers["behind"] = exc
-
-        behind = threading.Thread(target=queued_behind, daemon=True)
-        behind.start()
-        time.sleep(0.1)
-
-        def no_thread() -> None:
-            raise RuntimeError("can't start new thread")
-
-        monkeypatch.setattr(db, "_hand_to_committer", no_thread)
-        second_go.set()
-        for thread in (leader, second, third):
-            thread.join(5)
-            assert not thread.is_alive(), "a caller of a committed group was never woken"
-        assert answers["first"] == "first" and answers["third"] == "quick"
-        assert "first" in _on_disk(tmp_path / "m.db") and "second" in _on_disk(tmp_path / "m.db")
-    finally:
-        monkeypatch.undo()
-        behind.join(5)
-        loop.close()
         db.close()

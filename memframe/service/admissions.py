@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,8 +135,6 @@ class AssistantBase:
         self.db = db
         self.accounts = accounts
         self.key_sessions = key_sessions
-        #: Test seam: runs after the key session is revalidated and the version made, immediately before the batch.
-        self.before_fence_batch: Callable[[], None] | None = None
 
     def _admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
         admission_id, _ = parse_credential(credential)

@@ -41,10 +41,11 @@ from memframe.service.admissions import (
 from memframe.service.capture import CaptureMixin
 from memframe.service.documents import DocumentsMixin
 from memframe.service.policy import read_policy
+from memframe.service.proposals import ProposalsMixin
 from memframe.service.transcript import TranscriptMixin
 
 
-class AssistantService(CaptureMixin, DocumentsMixin, TranscriptMixin):
+class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptMixin):
     """Consent, key sessions, ingress and recall; capture, proposals and transcript live in mixins."""
 
     # --- AI consent ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ SERIALIZABLE would order a capture before a mode change it overlapped yet commit
 after (serialisable, not linearisable) and would need retries of whole batches. Reads
 take no lock: `read()` is one REPEATABLE READ, READ ONLY snapshot, `read_row` one
 statement. The price is one writer at a time per database, as with SQLite; the
-group commit (`write_together`) shares that turn and its fsync among batches.
+group commit (`memframe.service.group_commit`) shares that turn and its fsync among batches.
 
 A PostgreSQL that is down, restarting or refusing connections is the storage failing:
 every call gets the one `Unavailable` answer, a batch in flight rolls back whole, and
@@ -147,9 +147,9 @@ class PostgresDatabase(Database):
     dialect = "postgresql"
     local_reads = False  # every read is a round trip to the server: the HTTP layer runs it on a thread
     integrity_errors = (psycopg.IntegrityError,)
-    _driver_errors = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
+    driver_errors = (psycopg.Error, psycopg_pool.PoolTimeout, psycopg_pool.PoolClosed)
     #: A constraint, a programming mistake, or a value PostgreSQL cannot hold (a NUL in a text).
-    _not_storage_errors = (psycopg.IntegrityError, psycopg.ProgrammingError, psycopg.DataError)
+    not_storage_errors = (psycopg.IntegrityError, psycopg.ProgrammingError, psycopg.DataError)
     _SCHEMA_MIGRATIONS = (
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
@@ -216,23 +216,24 @@ class PostgresDatabase(Database):
                         # One round trip: a statement without parameters goes as a simple query,
                         # which may hold several (the lock's key is our constant, not input).
                         conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")
-                        soon = self._take_soon(conn)  # type: ignore[arg-type]
+                        soon = self._soon.take(conn)
                         yield conn
                         conn.execute("COMMIT")
+                        self._soon.settle()
                     except BaseException:
                         if not raw.closed and conn.in_transaction:
                             with contextlib.suppress(psycopg.Error):
                                 conn.execute("ROLLBACK")
-                        self._give_back_soon(soon)
+                        self._soon.give_back(soon)
                         raise
-            except self._driver_errors as exc:
-                if not self._is_storage_error(exc):
+            except self.driver_errors as exc:
+                if not self.is_storage_error(exc):
                     raise
                 raise Unavailable(
                     "The memory store could not save (the database is unreachable or failing); nothing was written."
                 ) from exc
 
-    def _next_ticket(self, conn: _PgConnection) -> None:  # type: ignore[override]
+    def next_savepoint(self, conn: _PgConnection) -> None:
         conn.execute("RELEASE together; SAVEPOINT together")  # one round trip, as BEGIN's above
 
     @contextmanager
@@ -247,8 +248,8 @@ class PostgresDatabase(Database):
                 finally:
                     if not raw.closed and conn.in_transaction:
                         conn.execute("ROLLBACK")  # a read-only snapshot: ending it is all COMMIT would do
-        except self._driver_errors as exc:
-            if not self._is_storage_error(exc):
+        except self.driver_errors as exc:
+            if not self.is_storage_error(exc):
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 
@@ -257,8 +258,8 @@ class PostgresDatabase(Database):
         try:
             with self._connection() as raw:
                 return _PgConnection(raw).execute(sql, params).fetchone()
-        except self._driver_errors as exc:
-            if not self._is_storage_error(exc):
+        except self.driver_errors as exc:
+            if not self.is_storage_error(exc):
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 

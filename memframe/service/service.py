@@ -124,26 +124,6 @@ class MemoryService:
         )
         return self.db.write_together(batch)
 
-    async def put_file_async(
-        self,
-        user: str,
-        workspace_id: str,
-        path: str,
-        ciphertext: bytes,
-        base_version: int,
-        *,
-        clear: bool = False,
-        restored_from: int | None = None,
-        revive: bool = False,
-    ) -> VersionInfo:
-        """`put_file` for a caller on an event loop (the HTTP Save): the same checks, here, and the
-        same batch in the same group commit (`Database.write_together_async`), with no thread of
-        its own waiting for the group's COMMIT."""
-        batch = self._put_file_batch(
-            user, workspace_id, path, ciphertext, base_version, clear=clear, restored_from=restored_from, revive=revive
-        )
-        return await self.db.write_together_async(batch)
-
     def _put_file_batch(
         self,
         user: str,

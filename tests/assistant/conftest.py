@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,20 @@ class Stage:
     def fence_rows(self) -> int:
         with self.service.db.read() as conn:
             return int(conn.execute("SELECT COUNT(*) FROM workspace_memory_commit_fence").fetchone()[0])
+
+    def before_fence_batch(self, action: Callable[[], object]) -> None:
+        """Run `action` each time a capture has resolved its key session, which it does immediately
+        before its batch: after the credential, idempotency and key-session checks, in the window
+        the fence exists for. (The key-session store is the real collaborator the capture calls last.)"""
+        sessions = self.assistant.key_sessions
+        resolve = sessions.key_and_opener
+
+        def resolved_then(session_id: str | None, workspace_id: str) -> Any:
+            found = resolve(session_id, workspace_id)
+            action()
+            return found
+
+        sessions.key_and_opener = resolved_then
 
     def consumed(self, admission: Admission) -> bool:
         with self.service.db.read() as conn:

@@ -16,7 +16,7 @@ from memframe.core.errors import (
     Unauthorized,
 )
 from memframe.core.types import Mode, RecallStatus
-from memframe.service import db as db_module
+from memframe.service import write_soon
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.keysessions import KeySessions
 from tests.assistant.conftest import Stage
@@ -253,7 +253,7 @@ def test_a_stale_key_session_is_refused_between_sweeps(stage: Stage) -> None:
 
 def test_a_receipt_commits_before_anything_written_after_its_recall(stage: Stage, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Recall does not wait for an fsync, but nothing after it can become durable without its receipt."""
-    monkeypatch.setattr(db_module, "GATHER_SECONDS", 60.0)  # no background batch during this test
+    monkeypatch.setattr(write_soon, "GATHER_SECONDS", 60.0)  # no background batch during this test
     stage.person.save("- tea, no sugar\n", 0)
     a = stage.admit("c")
     recall(stage, a)

@@ -7,9 +7,6 @@ refusal to mark a pre-Clear proposal applied was reached only through clients th
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import pytest
 
 from memframe import crypto
@@ -112,9 +109,8 @@ def _stored(stage: Stage, version: int) -> bytes:
 
 
 def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> None:
-    """A capture's seal skips compressing the whole text where its delta is provably smaller
-    (`crypto.TextGrams`, kept beside the key session's opener): every version it stores is
-    exactly as long as the seal that compresses would make, and opens to the text."""
+    """Every version a capture stores is exactly as long as the person's own seal would make it
+    (a delta against the head where smaller), and opens to the text."""
     lines = [f"- fact {n:04d}: the user keeps notes about topic {n * 7919 % 1000}" for n in range(120)]
     stage.person.save("\n".join(lines) + "\n", 0)
     stage.set_mode(Mode.AUTO)
@@ -138,63 +134,15 @@ def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> No
         text = new_text
 
 
-def test_F2_what_a_capture_keeps_of_the_text_goes_with_its_key_session(stage: Stage) -> None:
-    """The windows a capture keeps of the head live no longer than the key session's opener."""
-    stage.set_mode(Mode.AUTO)
-    _capture(stage, 0)
-    sessions = stage.assistant.key_sessions
-    kept = weakref.ref(sessions.memory_opener(stage.key_session, "ws"))
-    sessions.forget(stage.key_session)
-    gc.collect()
-    assert kept() is None
-
-
-def test_F2_a_version_made_before_the_batch_is_not_written_over_a_newer_head(
-    stage: Stage, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A capture makes its version before it queues (`_made_ahead`); a person's Save landing after
-    that, before the batch, makes it a version conflict that writes and consumes nothing."""
+def test_F2_a_save_landing_just_before_the_batch_is_a_conflict_that_writes_nothing(stage: Stage) -> None:
+    """A person's Save that lands after the capture's checks, immediately before its batch, makes
+    it a version conflict that writes and consumes nothing (the base is judged in the batch)."""
     stage.person.save("# Memory\n", 0)
     stage.set_mode(Mode.AUTO)
     a = stage.admit()
-    made_ahead = stage.assistant._made_ahead
-
-    def then_a_save(*args: object) -> object:
-        ahead = made_ahead(*args)
-        assert ahead is not None  # made from version 1
-        stage.person.save("# Memory\n- saved by a person\n", 1)
-        return ahead
-
-    monkeypatch.setattr(stage.assistant, "_made_ahead", then_a_save)
+    stage.before_fence_batch(lambda: stage.person.save("# Memory\n- saved by a person\n", 1))
     with pytest.raises(VersionConflict) as conflict:
         _capture(stage, 1, a)
     assert conflict.value.current_version == 2
     assert stage.person.load().text == "# Memory\n- saved by a person\n"
     assert not stage.consumed(a) and stage.fence_rows() == 0
-
-
-def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_was_made_from(
-    stage: Stage, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Versions are never rewritten in place, but should the head's ciphertext differ in the batch
-    from the one the version was made from, the batch makes it again from what it reads."""
-    stage.person.save("# Memory\n", 0)
-    stage.set_mode(Mode.AUTO)
-    a = stage.admit()
-    made_ahead = stage.assistant._made_ahead
-    other = crypto.seal(stage.key, "# Other\n", workspace_id="ws", path=MEMORY_PATH, version=1)
-
-    def then_swapped(*args: object) -> object:
-        ahead = made_ahead(*args)
-        assert ahead is not None
-        with stage.service.db.write() as conn:
-            conn.execute(
-                "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
-                " AND path = ? AND version = 1",
-                (8, crypto.content_hash(other), other, MEMORY_PATH),
-            )
-        return ahead
-
-    monkeypatch.setattr(stage.assistant, "_made_ahead", then_swapped)
-    _capture(stage, 1, a)
-    assert LocalBackend(stage.service, "ws", stage.key).load().text == "# Other\n- prefers tea\n"

@@ -212,7 +212,7 @@ BEFORE_BATCH: dict[str, Callable[[Stage, Admission], None]] = {
 @pytest.mark.parametrize("action", list(BEFORE_BATCH), ids=list(BEFORE_BATCH))
 def test_action_committed_just_before_the_batch_retires_the_capture(auto: Stage, action: str) -> None:
     a = auto.admit()
-    auto.assistant.before_fence_batch = lambda: BEFORE_BATCH[action](auto, a)
+    auto.before_fence_batch(lambda: BEFORE_BATCH[action](auto, a))
     with pytest.raises((FenceRefused, VersionConflict)):
         capture(auto, a, expected=1)
     assert all(r.operation is not Operation.CAPTURE for r in auto.person.history())

@@ -3,8 +3,8 @@
 `test_fence.py` breaks each promise through the service (a mode change, a newer turn …), and
 the Python checks before the batch refuse several of those cases first, so a predicate made
 always true went unnoticed (issue 18). Here each case passes every earlier check: the row it
-falsifies is changed by `before_fence_batch`, after the credential, idempotency and key-session
-checks and immediately before the batch, and only that one predicate may be false. A missing
+falsifies is changed by `Stage.before_fence_batch`, after the credential, idempotency and
+key-session checks and immediately before the batch, and only that one predicate may be false. A missing
 policy, consent or credential row must refuse too (`IS 1`, not `IS NOT 0`).
 """
 
@@ -175,14 +175,14 @@ def test_F3_to_F7_each_predicate_alone_refuses_at_the_fence(
 ) -> None:
     second_workspace_like_the_first(auto)
     a = auto.admit()
-    auto.assistant.before_fence_batch = lambda: falsify(auto, a)
+    auto.before_fence_batch(lambda: falsify(auto, a))
     assert refused_at_the_fence(auto, a, lambda: capture(auto, a)) == [predicate]
 
 
 def test_F3_fence_refuses_admission_of_another_workspace(auto: Stage) -> None:
     second_workspace_like_the_first(auto)
     a = auto.admit()
-    auto.assistant.before_fence_batch = lambda: sql(auto, ADMISSIONS + "workspace_id = 'ws2' WHERE id = ?", a.id)
+    auto.before_fence_batch(lambda: sql(auto, ADMISSIONS + "workspace_id = 'ws2' WHERE id = ?", a.id))
     assert refused_at_the_fence(auto, a, lambda: capture(auto, a)) == ["the admission exists for this workspace"]
 
 
@@ -223,7 +223,7 @@ MISSING: dict[str, tuple[str, list[str]]] = {
 def test_F3_to_F6_a_missing_row_refuses_at_the_fence(auto: Stage, row: str) -> None:
     statement, predicates = MISSING[row]
     a = auto.admit()
-    auto.assistant.before_fence_batch = lambda: sql(auto, statement)
+    auto.before_fence_batch(lambda: sql(auto, statement))
     assert refused_at_the_fence(auto, a, lambda: capture(auto, a)) == sorted(predicates)
 
 

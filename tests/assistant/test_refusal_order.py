@@ -2,11 +2,9 @@
 
 A capture is judged in one order: the credential, the Idempotency-Key, the turn's earlier
 commit (replay or refusal), the key session; then the base (negative, then stale); then the
-tombstone, the edits and the fence's predicates. A capture whose rival with the same base is in
-flight waits for its answer, and is then refused before the batch if its base is stale by then
-(`CaptureMixin._refuse_known_stale`); these tests pin that neither moved any answer: each other
-reason alone, with a stale base, gives the answer listed here, with or without a rival, and
-nothing is written or consumed either way.
+tombstone, the edits and the fence's predicates. Each other reason alone, with a stale base,
+gives the answer listed here, alone or behind another capture on the same base, and nothing is
+written or consumed either way.
 """
 
 from __future__ import annotations
@@ -239,99 +237,39 @@ def test_a_clear_since_admission_answers_the_stale_base_first(stale: tuple[Stage
         attempt.run(stage)
 
 
-# --- a rival with the same base in flight ---------------------------------------------------
-
-
-class HeldBatches:
-    """`db.write_together` with a gate: the batch of the thread named `held` waits at it (already
-    announced to its rivals) until another capture comes to look for a rival; every call to
-    `write_together` is counted by thread name."""
-
-    def __init__(self, stage: Stage, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.entered = threading.Event()
-        self.gate = threading.Event()
-        self.calls: dict[str, int] = {}
-        real = stage.service.db.write_together
-        rivals = stage.assistant._rivals
-        look = rivals.wait
-
-        def write_together(work):  # type: ignore[no-untyped-def]
-            name = threading.current_thread().name
-            self.calls[name] = self.calls.get(name, 0) + 1
-            if name == "held":
-                self.entered.set()
-                assert self.gate.wait(30), "the held batch was never released"
-            return real(work)
-
-        def wait(workspace_id: str, expected_version: int, batons: list[threading.Lock]) -> bool:
-            # The held rival goes on once the other capture is here (whether that capture then finds
-            # it still in flight or already answered, its own answer must be the same).
-            if threading.current_thread().name != "held":
-                self.gate.set()
-            return look(workspace_id, expected_version, batons)
-
-        monkeypatch.setattr(stage.service.db, "write_together", write_together)
-        monkeypatch.setattr(rivals, "wait", wait)
-
-
-def _in_thread(name: str, call: Callable[[], object]) -> tuple[threading.Thread, dict[str, object]]:
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            out["result"] = call()
-        except Exception as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    return thread, out
-
-
-def _behind_a_rival(
-    stage: Stage, first: Attempt, second: Attempt, monkeypatch: pytest.MonkeyPatch
-) -> tuple[HeldBatches, dict[str, object], dict[str, object]]:
-    """`first` held in its batch while `second` (same base) comes; both then run to their answers."""
-    held = HeldBatches(stage, monkeypatch)
-    rival, rival_out = _in_thread("held", lambda: first.run(stage))
-    assert held.entered.wait(30)
-    waiter, waiter_out = _in_thread("waiter", lambda: second.run(stage))
-    rival.join(30)
-    waiter.join(30)
-    return held, rival_out, waiter_out
+# --- two captures on the same base --------------------------------------------------------
 
 
 @pytest.mark.race
-def test_a_capture_behind_a_rival_that_lands_is_refused_without_queueing(
-    stale: tuple[Stage, Attempt], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stage, first = stale
-    first.expected = second_base = 2
-    second = Attempt(stage.admit("other"), expected=second_base)
-    held, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
-    assert "error" not in rival_out and _head(stage) == 3
-    refusal = waiter_out["error"]
-    assert isinstance(refusal, VersionConflict) and refusal.current_version == 3
-    assert held.calls.get("waiter", 0) == 0  # refused before the group commit, as the batch would have
-    assert not stage.consumed(second.admission)
-
-
-@pytest.mark.race
-def test_a_capture_behind_a_rival_that_is_refused_still_lands(
-    stale: tuple[Stage, Attempt], monkeypatch: pytest.MonkeyPatch
+def test_of_two_captures_on_the_same_base_at_once_one_lands_and_the_other_conflicts(
+    stale: tuple[Stage, Attempt],
 ) -> None:
     stage, first = stale
     first.expected = 2
-    _another_live_session(stage, first)  # the rival presents a session that is not its turn's
     second = Attempt(stage.admit("other"), expected=2)
-    _, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
-    assert isinstance(rival_out["error"], FenceRefused)
-    assert "error" not in waiter_out and _head(stage) == 3
-    assert stage.consumed(second.admission) and not stage.consumed(first.admission)
+    answers: dict[str, object] = {}
+    go = threading.Barrier(2)
+
+    def run(name: str, attempt: Attempt) -> None:
+        go.wait()
+        try:
+            answers[name] = attempt.run(stage)
+        except MemframeError as exc:
+            answers[name] = exc
+
+    threads = [threading.Thread(target=run, args=(n, t)) for n, t in (("first", first), ("second", second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    refused = [a for a in answers.values() if isinstance(a, MemframeError)]
+    assert len(answers) == 2 and len(refused) == 1 and _head(stage) == 3
+    assert isinstance(refused[0], VersionConflict) and refused[0].current_version == 3
+    assert stage.consumed(first.admission) != stage.consumed(second.admission)
 
 
-#: The cases of BEFORE_THE_BASE that leave the rival's own turn and key session alone.
-_WAITER_ONLY = [
+#: The cases of BEFORE_THE_BASE that leave the first capture's own turn and key session alone.
+_SECOND_ONLY = [
     "no credential",
     "a forged nonce",
     "another workspace's credential",
@@ -342,13 +280,10 @@ _WAITER_ONLY = [
 ]
 
 
-@pytest.mark.race
-@pytest.mark.parametrize("case", [*_WAITER_ONLY, "a newer turn took the credential"])
-def test_behind_a_rival_that_lands_each_refusal_keeps_its_place(
-    stale: tuple[Stage, Attempt], monkeypatch: pytest.MonkeyPatch, case: str
-) -> None:
-    """The early refusal after a rival landed gives the answer the batch would: a reason judged
-    before the base still wins, and the stale base still wins over one judged after it."""
+@pytest.mark.parametrize("case", [*_SECOND_ONLY, "a newer turn took the credential"])
+def test_behind_a_capture_that_landed_each_refusal_keeps_its_place(stale: tuple[Stage, Attempt], case: str) -> None:
+    """A second capture on the base the first just moved: a reason judged before the base still
+    wins, and the stale base still wins over one judged after it."""
     stage, first = stale
     first.expected = 2
     second = Attempt(stage.admit("other"), expected=2)
@@ -357,7 +292,9 @@ def test_behind_a_rival_that_lands_each_refusal_keeps_its_place(
     else:
         shape, answer = AFTER_THE_BASE[case], VersionConflict
     shape(stage, second)
-    _, rival_out, waiter_out = _behind_a_rival(stage, first, second, monkeypatch)
-    assert "error" not in rival_out and _head(stage) == 3
-    assert type(waiter_out["error"]) is answer
+    first.run(stage)
+    assert _head(stage) == 3
+    with pytest.raises(MemframeError) as err:
+        second.run(stage)
+    assert type(err.value) is answer
     assert not stage.consumed(second.admission)

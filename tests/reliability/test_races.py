@@ -660,9 +660,17 @@ def _run_history(
                 at_commit.append(op if point is None else Op(n, kind, args, result, point, point))
 
     # Widen the window the fence exists for: between the key-session check and the batch,
-    # sometimes let other clients run (the seam runs immediately before the batch).
+    # sometimes let other clients run (after the key session is resolved, immediately before the batch).
     pause = random.Random(seed)
-    service.assistant.before_fence_batch = lambda: time.sleep(pause.choice([0, 0, 0.001]))
+    store = service.assistant.key_sessions
+    resolve = store.key_and_opener
+
+    def resolved_then_maybe_pause(session_id: str | None, workspace_id: str) -> Any:
+        found = resolve(session_id, workspace_id)
+        time.sleep(pause.choice([0, 0, 0.001]))
+        return found
+
+    store.key_and_opener = resolved_then_maybe_pause
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)  # switch threads often, so calls really overlap
