@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict
 from typing import Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -41,6 +42,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from memframe.api.server import uvicorn_config
 from memframe.core.errors import KeySessionUnavailable
 from memframe.keysessions.store import KeySessions
 
@@ -169,10 +171,6 @@ def serve_on(
     """Run `app` under uvicorn on a bound, listening socket until SIGINT/SIGTERM (from the main
     thread); the signal that stopped it. serve's own configuration (`api.server.uvicorn_config`): its read timeout and
     connection bound, and no access log, since these requests carry keys and session ids."""
-    import uvicorn
-
-    from memframe.api.server import uvicorn_config
-
     if read_timeout is None:  # serve's default
         config = uvicorn_config(app, log_level=log_level)
     else:
