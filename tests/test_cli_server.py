@@ -312,7 +312,7 @@ def test_each_worker_gets_a_socket_of_its_own_on_one_port_and_connections_spread
 def test_serve_takes_the_key_session_idle_time_and_lifetime(tmp_path: Path) -> None:
     from memframe.cli import build_parser
     from memframe.cli.server import open_service
-    from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
+    from memframe.keysessions.store import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
 
     db = str(tmp_path / "t.db")
     args = build_parser().parse_args(["serve", "--db", db, "--key-session-idle", "60", "--key-session-lifetime", "90"])

@@ -3,12 +3,7 @@ behind a credential, with no key in any message; the service down is one clear r
 
 from __future__ import annotations
 
-import asyncio
 import os
-import shutil
-import socket
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,20 +11,20 @@ from typing import Any
 import httpx
 import pytest
 
-from memframe.api.keysessions_app import create_keysessions_app, serve_lines
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable, NotFound
 from memframe.core.turns import RecallResult
 from memframe.core.types import Mode, RecallStatus
+from memframe.keysessions.app import create_app
+from memframe.keysessions.client import RemoteKeySessions
+from memframe.keysessions.private import PRIVATE_URL
+from memframe.keysessions.store import KeySessions
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.keysession_client import RemoteKeySessions
-from memframe.service.keysessions import KeySessions
 from tests.conftest import FakeClock
+from tests.keysessions.support import CREDENTIAL, UnixService, socket_dir
 from tests.remote_kinds import PortalASGITransport
-
-CREDENTIAL = "a-credential-of-some-length"
 
 
 class _Switch(httpx.BaseTransport):
@@ -51,62 +46,30 @@ def sessions(clock: FakeClock) -> KeySessions:
 
 @pytest.fixture
 def transport(sessions: KeySessions) -> Iterator[PortalASGITransport]:
-    t = PortalASGITransport(create_keysessions_app(sessions, CREDENTIAL))
+    t = PortalASGITransport(create_app(sessions, CREDENTIAL, ["keysessions.test"]))
     yield t
     t.close()
 
 
-class _LineService:
-    """The line-framed service (serve's private one) on a real unix socket, its loop in a thread."""
-
-    def __init__(self, sessions: KeySessions, credential: str | None, path: str) -> None:
-        self.sessions, self.credential, self.path = sessions, credential, path
-        self.thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(self.path)
-        sock.listen(16)
-        ready = threading.Event()
-
-        async def main() -> None:
-            self.loop, self.stop = asyncio.get_running_loop(), asyncio.Event()
-            ready.set()
-            await serve_lines(self.sessions, self.credential, sock, self.stop)
-
-        self.thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-        self.thread.start()
-        ready.wait(5)
-
-    def close(self) -> None:
-        if self.thread is not None:
-            self.loop.call_soon_threadsafe(self.stop.set)
-            self.thread.join(5)
-            self.thread = None
-            os.unlink(self.path)
-
-
 @pytest.fixture
 def socket_path() -> Iterator[str]:
-    where = tempfile.mkdtemp(prefix="ks-")  # short: a unix socket's path is at most ~100 bytes
-    yield os.path.join(where, "ks.sock")
-    shutil.rmtree(where, ignore_errors=True)
+    with socket_dir() as where:
+        yield os.path.join(where, "ks.sock")
 
 
-@pytest.fixture(params=["http", "lines"])
+@pytest.fixture(params=["asgi", "unix socket"])
 def remote(
     request: pytest.FixtureRequest, transport: PortalASGITransport, sessions: KeySessions, socket_path: str
 ) -> Iterator[RemoteKeySessions]:
-    """The client over HTTP (the app in-process, as `--key-sessions URL` reaches it) and over one
-    JSON line per call on a unix socket (as serve's workers reach their private service)."""
-    if request.param == "http":
+    """The client over HTTP to the app in-process (as `--key-sessions URL` reaches it) and to the app
+    under uvicorn on a unix socket (as serve's workers reach their private service)."""
+    if request.param == "asgi":
         store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, transport=transport)
         yield store
         store.close()
         return
-    service = _LineService(sessions, CREDENTIAL, socket_path)
-    service.start()
-    store = RemoteKeySessions("http://keysessions.test", CREDENTIAL, uds=socket_path)
+    service = UnixService(sessions, socket_path)
+    store = RemoteKeySessions(PRIVATE_URL, CREDENTIAL, uds=socket_path)
     yield store
     store.close()
     service.close()
@@ -130,18 +93,16 @@ def test_the_client_presents_the_same_store_as_the_service_holds(
     again = remote.open("ws", "alice", key)
     remote.forget(again.id)
     assert remote.describe(again.id) is None and len(remote) == 0
-    assert repr(remote) == "<RemoteKeySessions http://keysessions.test>"
+    assert repr(remote) in ("<RemoteKeySessions http://keysessions.test>", f"<RemoteKeySessions {PRIVATE_URL}>")
 
 
-def test_a_wrong_or_missing_credential_is_refused_and_nothing_echoes_a_key(transport: PortalASGITransport) -> None:
+def test_a_wrong_credential_is_refused_and_nothing_echoes_a_key(transport: PortalASGITransport) -> None:
     key = os.urandom(32)
-    for credential in ("another-credential-entirely", None):
-        store = RemoteKeySessions("http://keysessions.test", credential, transport=transport)
-        with pytest.raises(KeySessionServiceDown) as refused:
-            store.open("ws", "alice", key)
-        assert "credential" in str(refused.value) and key.hex() not in str(refused.value)
-    with pytest.raises(ValueError):
-        create_keysessions_app(KeySessions(FakeClock()), "short")
+    store = RemoteKeySessions("http://keysessions.test", "another-credential-entirely", transport=transport)
+    with pytest.raises(KeySessionServiceDown) as refused:
+        store.open("ws", "alice", key)
+    assert "credential" in str(refused.value) and key.hex() not in str(refused.value)
+    store.close()
 
 
 def test_the_service_down_refuses_key_work_and_withholds_recall_while_saves_go_on(tmp_path: Path) -> None:
@@ -197,12 +158,9 @@ def test_recall_withholds_when_the_service_goes_away_after_admission(
         store.close()
 
 
-def test_keysessions_beyond_loopback_needs_a_credential(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_takes_one_to_64_workers(capsys: pytest.CaptureFixture[str]) -> None:
     from memframe.cli import main
 
-    assert main(["keysessions", "--listen", "0.0.0.0:0"]) == 1
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "needs a credential" in err and "--credential-file" in err
     with pytest.raises(SystemExit):
         main(["serve", "--db", "x.db", "--workers", "0"])
     assert "--workers is 1 to 64" in capsys.readouterr().err
@@ -332,34 +290,32 @@ def test_each_recall_send_and_capture_asks_the_service_once(tmp_path: Path, tran
         store.close()
 
 
-def test_the_line_service_refuses_a_wrong_credential_an_overlong_line_and_is_down_when_gone(
+#: httpcore (1.0.9) leaves the socket of a refused unix-socket connect to the garbage collector.
+REFUSED_CONNECT_SOCKET = "ignore:Exception ignored in:pytest.PytestUnraisableExceptionWarning"
+
+
+@pytest.mark.filterwarnings(REFUSED_CONNECT_SOCKET)
+def test_over_the_unix_socket_a_stranger_is_refused_the_service_gone_is_down_and_a_restart_forgets(
     sessions: KeySessions, socket_path: str
 ) -> None:
     key = os.urandom(32)
-    service = _LineService(sessions, CREDENTIAL, socket_path)
-    service.start()
+    service = UnixService(sessions, socket_path)
     try:
-        for credential in ("another-credential-entirely", None):
-            stranger = RemoteKeySessions("http://keysessions", credential, uds=socket_path)
-            with pytest.raises(KeySessionServiceDown) as refused:
-                stranger.open("ws", "alice", key)
-            assert "credential" in str(refused.value) and key.hex() not in str(refused.value)
-            stranger.close()
+        stranger = RemoteKeySessions(PRIVATE_URL, "another-credential-entirely", uds=socket_path)
+        with pytest.raises(KeySessionServiceDown) as refused:
+            stranger.open("ws", "alice", key)
+        assert "credential" in str(refused.value) and key.hex() not in str(refused.value)
+        stranger.close()
         assert len(sessions) == 0
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
-            raw.connect(socket_path)
-            raw.sendall(b"x" * 10_000 + b"\n")
-            assert b'"status":413' in raw.makefile("rb").readline()
-        store = RemoteKeySessions("http://keysessions", CREDENTIAL, uds=socket_path, timeout=1.0)
+        store = RemoteKeySessions(PRIVATE_URL, CREDENTIAL, uds=socket_path, timeout=1.0)
         info = store.open("ws", "alice", key)
         assert store.resolve(info.id, "ws") == key
     finally:
         service.close()
-    with pytest.raises(KeySessionServiceDown):  # gone: the kept connection is dead and nothing answers
+    with pytest.raises(KeySessionServiceDown):  # gone: nothing answers
         store.resolve(info.id, "ws")
-    restarted = _LineService(KeySessions(FakeClock()), CREDENTIAL, socket_path)
-    restarted.start()
-    try:  # a restart forgets every key; the client reconnects and hears so
+    restarted = UnixService(KeySessions(FakeClock()), socket_path)
+    try:  # a restart forgets every key; the client connects again and hears so
         with pytest.raises(KeySessionUnavailable):
             store.resolve(info.id, "ws")
         assert store.open("ws", "alice", key).id != info.id

@@ -29,6 +29,12 @@ RULES: dict[str, dict[str, str]] = {
         "core": "the contract's rules",
         "crypto": "the service opens memory only inside a key session, in RAM",
         "paths": "workspace ids are checked by the same rule the key files use",
+        "keysessions": "keys live in the in-RAM store, or in the key-session service its client reaches",
+    },
+    "keysessions": {
+        "core": "errors, the memory path and a key session's facts",
+        "crypto": "a live session's memory opener is made from its key, in RAM",
+        "api": "the key-session service runs under serve's own uvicorn configuration (its read timeout)",
     },
     "api": {
         "core": "errors and types",
@@ -71,6 +77,7 @@ RULES: dict[str, dict[str, str]] = {
         "crypto": "`key export` shows the key's fingerprint, on the person's machine",
         "keyfiles": "`key export/import` wrap and unwrap a key with a passphrase",
         "paths": "`history -p` finds the key file without starting the backend; `key export` writes it 0600",
+        "keysessions": "`memframe keysessions` runs the service; serve starts its private one for its workers",
     },
     "__main__": {"cli": "`python -m memframe` is the memframe command"},
 }

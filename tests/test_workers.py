@@ -28,8 +28,8 @@ import pytest
 from memframe.backend.remote import RemoteBackend
 from memframe.core.errors import KeySessionServiceDown, MemframeError, Unavailable, VersionConflict
 from memframe.core.types import Mode
+from memframe.keysessions.client import RemoteKeySessions
 from memframe.service import MemoryService
-from memframe.service.keysession_client import RemoteKeySessions
 from tests.conftest import database_for
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import signal
 import socket
 import sys
@@ -42,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# multiprocessing, tempfile and shutil are imported where the supervisor uses them: every command
+# multiprocessing is imported where the supervisor uses it: every command
 # line (the frame's too) builds `serve`'s options from this module, and only serve runs workers.
 
 #: Worker deaths within `CRASH_WINDOW` seconds that make serve give up instead of replacing them.
@@ -50,8 +49,6 @@ CRASH_LIMIT = 5
 CRASH_WINDOW = 60.0
 #: How long a worker gets to finish its requests after SIGTERM before it is killed.
 STOP_SECONDS = 15.0
-#: The key-session service's address for our own workers (the socket's path is what matters).
-PRIVATE_URL = "http://keysessions"
 
 
 def _err(line: str) -> None:
@@ -99,15 +96,13 @@ def shared_store(args: argparse.Namespace) -> Any:
     """The `RemoteKeySessions` for `--key-sessions URL`, or None without it (keys in this process)."""
     if not getattr(args, "key_sessions", None):
         return None
-    from memframe.cli.keysessions import read_credential
     from memframe.core.errors import InvalidInput
-    from memframe.service.keysession_client import RemoteKeySessions
-    from memframe.settings import current
+    from memframe.keysessions.client import RemoteKeySessions
 
     url = str(args.key_sessions)
     if not url.startswith(("http://", "https://")):
         raise InvalidInput(f"--key-sessions takes http://HOST:PORT, not {url!r}.")
-    return RemoteKeySessions(url, read_credential(args.key_sessions_credential_file, current()))
+    return RemoteKeySessions(url, _credential(args))
 
 
 # --- one worker ----------------------------------------------------------------------------
@@ -116,7 +111,7 @@ def shared_store(args: argparse.Namespace) -> Any:
 def _worker(
     sock: socket.socket,
     args: argparse.Namespace,
-    store_spec: tuple[str, str | None, str | None],
+    store_spec: tuple[str, str, str | None],
     open_service: Callable[..., Any],
     serve_on: Callable[..., Any],
 ) -> None:
@@ -127,10 +122,10 @@ def _worker(
     the spawn pipe), so a worker serves exactly as one-process `serve` does."""
     from memframe.api.server import access_log_to_stdout
     from memframe.core.errors import MemframeError
-    from memframe.service.keysession_client import RemoteKeySessions
+    from memframe.keysessions.client import RemoteKeySessions
 
     access_log_to_stdout(args.log_level, who="[worker %(process)d] ")
-    from memframe.cli.keysessions import stop_with_parent
+    from memframe.keysessions.private import stop_with_parent
     from memframe.settings import current
 
     stop_with_parent()
@@ -165,36 +160,22 @@ class _Supervisor:
         self.workers: list[Any] = []
         self.deaths: list[float] = []
         self.signal: int | None = None
-        self.private_dir: str | None = None
+        self.private: Any = None  # our own key-session service (`memframe.keysessions.private`)
         self.keysessions: Any = None
-        self.spec: tuple[str, str | None, str | None]
+        self.spec: tuple[str, str, str | None]
 
     def stop_on(self, signum: int, frame: Any) -> None:
         self.signal = signum
 
     def start_keysessions(self) -> None:
         """Our own key-session service, on a unix socket in a directory only this user can enter."""
-        from memframe.cli.keysessions import run_private, wait_until_answering
-        from memframe.service.keysession_client import RemoteKeySessions
-        from memframe.service.keysessions import DEFAULT_IDLE_SECONDS, DEFAULT_LIFETIME_SECONDS
+        from memframe.keysessions.private import PrivateService
 
-        if self.private_dir is None:
-            import tempfile
-
-            self.private_dir = tempfile.mkdtemp(prefix="memframe-keysessions-")  # mode 0700
-            self.spec = (PRIVATE_URL, secrets.token_urlsafe(32), str(Path(self.private_dir) / "ks.sock"))
-        _, credential, uds = self.spec
-        idle = self.args.key_session_idle or DEFAULT_IDLE_SECONDS
-        lifetime = self.args.key_session_lifetime or DEFAULT_LIFETIME_SECONDS
-        self.keysessions = self.context.Process(
-            target=run_private, args=(uds, credential, idle, lifetime), name="memframe-keysessions", daemon=True
-        )
-        self.keysessions.start()
-        probe = RemoteKeySessions(PRIVATE_URL, credential, uds=uds, timeout=1.0)
-        try:
-            wait_until_answering(probe, self.keysessions)
-        finally:
-            probe.close()
+        if self.private is None:
+            a = self.args
+            self.private = PrivateService(self.context, a.key_session_idle, a.key_session_lifetime, a.read_timeout)
+            self.spec = self.private.spec
+        self.keysessions = self.private.start()
 
     def start_worker(self, index: int) -> Any:
         # The settings are read again in the worker (the same environment and file): they hold a
@@ -261,23 +242,15 @@ class _Supervisor:
             if process.is_alive():
                 process.kill()
                 process.join()
-        if self.keysessions is not None:
-            self.keysessions.terminate()
-            self.keysessions.join(5.0)
-            if self.keysessions.is_alive():
-                self.keysessions.kill()
-                self.keysessions.join()
-        if self.private_dir is not None:
-            import shutil
-
-            shutil.rmtree(self.private_dir, ignore_errors=True)
+        if self.private is not None:
+            self.private.stop()
 
 
-def _credential(args: argparse.Namespace) -> str | None:
-    from memframe.cli.keysessions import read_credential
+def _credential(args: argparse.Namespace) -> str:
+    from memframe.cli.keysessions import required_credential
     from memframe.settings import current
 
-    return read_credential(args.key_sessions_credential_file, current())
+    return required_credential(args.key_sessions_credential_file, current(), "--key-sessions")
 
 
 def _how(exitcode: int | None) -> str:

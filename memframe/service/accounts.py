@@ -18,7 +18,7 @@ from memframe.service.db import Database
 
 TYPE_CHECKING = False  # not typing's: the CLI's cheap commands import accounts and must not load typing
 if TYPE_CHECKING:
-    from memframe.service.keysessions import KeySessionStore
+    from memframe.keysessions.store import KeySessionStore
 
 TOKEN_PREFIX = "mf_"
 #: The person who owns workspaces of the embedded local database.

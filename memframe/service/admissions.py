@@ -17,9 +17,9 @@ from typing import Any
 from memframe.core.errors import InvalidInput, NotFound, Unauthorized
 from memframe.core.turns import AIConsent
 from memframe.core.types import Mode
+from memframe.keysessions.store import KeySessionStore
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Database
-from memframe.service.keysessions import KeySessionStore
 
 ADMISSION_SECONDS = 15 * 60
 CREDENTIAL_PREFIX = "cred_"

@@ -25,16 +25,16 @@ from memframe.core.types import (
     VersionInfo,
 )
 from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files
-from memframe.service.accounts import Accounts, require_member
-from memframe.service.db import Clock
-from memframe.service.engines import open_database
-from memframe.service.keysessions import (
+from memframe.keysessions.store import (
     DEFAULT_IDLE_SECONDS,
     DEFAULT_LIFETIME_SECONDS,
     KeySessions,
     KeySessionStore,
 )
+from memframe.service import files
+from memframe.service.accounts import Accounts, require_member
+from memframe.service.db import Clock
+from memframe.service.engines import open_database
 from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write_mode
 
 if TYPE_CHECKING:

@@ -16,9 +16,9 @@ from memframe.core.errors import (
     Unauthorized,
 )
 from memframe.core.types import Mode, RecallStatus
+from memframe.keysessions.store import KeySessions
 from memframe.service import write_soon
 from memframe.service.accounts import LOCAL_USER
-from memframe.service.keysessions import KeySessions
 from tests.assistant.conftest import Stage
 
 

@@ -468,7 +468,7 @@ def test_revoking_a_persons_last_token_revokes_their_key_sessions(world: World) 
 
 @pytest.mark.parametrize("tick", [1, 0], ids=["a second apart", "within one tick of the clock"])
 def test_key_sessions_are_capped_per_person_oldest_evicted(world: World, tick: int) -> None:
-    from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
+    from memframe.keysessions.store import MAX_SESSIONS_PER_PERSON
 
     opened = [world.session]
     for _ in range(MAX_SESSIONS_PER_PERSON):

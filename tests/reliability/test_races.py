@@ -61,10 +61,10 @@ from memframe.core.errors import (
     VersionConflict,
 )
 from memframe.core.types import MEMORY_PATH, Mode, Operation, RecallStatus
+from memframe.keysessions.store import MAX_SESSIONS_PER_PERSON
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import ADMISSION_SECONDS
-from memframe.service.keysessions import MAX_SESSIONS_PER_PERSON
 from tests.conftest import FakeClock
 from tests.pg_server import PostgresServer
 from tests.reliability.conftest import fast_dir

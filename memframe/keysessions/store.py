@@ -6,24 +6,24 @@ expiry forgets the key. An explicit revocation is different: the service writes
 a durable `key_session_revocations` row first (which the commit fence reads),
 then calls `forget`.
 
-`KeySessionStore` is the seam: this in-process `KeySessions` (the default: `make run`, the
-local backend, a one-worker `memframe serve`) or `keysession_client.RemoteKeySessions`, which
-asks one key-session service process (`memframe keysessions`) that several workers or hosts share.
+`KeySessionStore` is the seam: this in-process `KeySessions` (the default: the local
+backend, a one-worker `memframe serve`) or `client.RemoteKeySessions`, which asks the one
+key-session service (`app.py`) that several workers or hosts share.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from memframe import crypto
 from memframe.core.errors import KeySessionUnavailable
 from memframe.core.types import MEMORY_PATH
-from memframe.service.db import Clock
 
-if TYPE_CHECKING:  # built only when a key session opens: a frame that opens the store never loads it
+if TYPE_CHECKING:  # imported when a key session opens: the frame's first paint opens the store without it
     from memframe.core.turns import KeySessionInfo
 
 DEFAULT_IDLE_SECONDS = 30 * 60
@@ -70,13 +70,9 @@ class KeySessionStore(Protocol):
         the next version: one look at the session (one round trip to a key-session service)."""
         ...
 
-    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
-        """`key_and_opener`, awaited: judged now exactly as the sync one is, for a caller on an event
-        loop (recall on SQLite) that should serve other requests while a key-session service answers."""
-        ...
-
     async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
-        """`memory_opener`, awaited (see `key_and_opener_async`)."""
+        """`memory_opener`, judged now exactly as the sync one is, for a caller on an event loop (recall
+        on SQLite) that should serve other requests while a key-session service answers."""
         ...
 
     def describe(self, session_id: str) -> KeySessionInfo | None:
@@ -111,9 +107,11 @@ class _Session:
 
 
 class KeySessions:
+    """The in-RAM `KeySessionStore`: every session judged live or stale on every use, under one lock."""
+
     def __init__(
         self,
-        clock: Clock,
+        clock: Callable[[], float],
         *,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         lifetime_seconds: float = DEFAULT_LIFETIME_SECONDS,
@@ -212,13 +210,9 @@ class KeySessions:
             )
         return session.key, session.memory_opener
 
-    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
-        """The sync `key_and_opener`, called right here: in this process it is a dict look-up under
-        a lock no one holds for longer, so there is nothing to wait for."""
-        return self.key_and_opener(session_id, workspace_id)
-
     async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
-        """The sync `memory_opener`, called right here (see `key_and_opener_async`)."""
+        """The sync `memory_opener`, called right here: in this process it is a dict look-up under a
+        lock no one holds for longer, so there is nothing to wait for."""
         return self.key_and_opener(session_id, workspace_id)[1]
 
     def _touch(self, session_id: str | None, workspace_id: str) -> _Session:
