@@ -24,7 +24,6 @@ nothing that follows it can become durable before it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import re
@@ -34,9 +33,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memframe.core.errors import InvalidInput, SchemaTooNew, Unavailable
+
+if TYPE_CHECKING:
+    import asyncio
 
 Clock = Callable[[], float]
 T = TypeVar("T")
@@ -295,6 +297,8 @@ class Database:
         event loop costs no thread hand-off per Save. Cancelling the wait does not withdraw the
         batch (like a thread's, it commits or fails whole; its answer goes nowhere).
         """
+        import asyncio  # only a server awaits batches: a command that reads and exits never loads it
+
         future = asyncio.get_running_loop().create_future()
         ticket = _Ticket(work, future)
         if self._enqueue(ticket):

@@ -10,7 +10,6 @@ people run.
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -47,8 +46,6 @@ class MemoryFrameApp(App[int]):
     # (Textual annotates these as instance variables, so mypy objects to the ClassVar ruff asks for.)
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]  # type: ignore[misc]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-low"), (26, "-tall")]  # type: ignore[misc]
-    #: Set by `run_frame`, when the frame is all this process does; see `freeze_heap`.
-    owns_process = False
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     def __init__(
@@ -155,11 +152,6 @@ class MemoryFrameApp(App[int]):
         except MemframeError as exc:
             self.notify(f"The theme is used now but not remembered: {exc}", severity="warning", timeout=10)
 
-    def on_memory_screen_started(self) -> None:
-        if self.owns_process:
-            freeze_heap()  # the main screen, its styles and the loaded memory live as long as the frame
-            gc.enable()  # held off since the command line was read (`memframe.cli.main`): the start is over
-
     @property
     def memory_screen(self) -> MemoryScreen | None:
         for screen in self.screen_stack:
@@ -229,23 +221,9 @@ def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
     from memframe.settings import current
 
     app = build_app(backend, poll_seconds=poll_seconds, settings=current())
-    app.owns_process = True
     app.start_first_load()
-    freeze_heap()  # everything imported so far lives as long as the process
     try:
         app.run()
     finally:
         backend.close()
     return app.return_code or 0
-
-
-def freeze_heap() -> None:
-    """Move every object alive now out of the garbage collector's reach, for good.
-
-    A full collection walks every tracked object, and Textual, Rich and the frame leave ~100,000 of
-    them alive: on a slow machine one walk held the UI for over 100 ms. Frozen, the modules, the main
-    screen and the loaded memory are never walked again; only what is made afterwards (a Changes
-    screen, its rows and diffs) is, and cyclic garbage made later is still collected. Only for a
-    process that is the frame (`run_frame`), not for tests that build many apps in one process.
-    """
-    gc.freeze()

@@ -597,26 +597,6 @@ def test_the_editor_made_holding_the_memory_highlights_it_as_markdown(stage: Sta
     drive(app, script, size=(100, 30))
 
 
-def test_a_frame_that_owns_its_process_turns_the_collector_on_once_its_memory_is_shown(stage: Stage) -> None:
-    """`memframe.cli.main` holds garbage collection off while the frame starts; the frame turns it on
-    (after freezing what it built) when the first load has been shown."""
-    import gc
-
-    stage.other.save(TEXT, 0)
-    app = stage.app()
-    app.owns_process = True
-    gc.disable()
-    try:
-
-        async def script(pilot: Pilot[Any]) -> None:
-            assert main_screen(pilot).editor.text == TEXT and gc.isenabled()
-
-        drive(app, script)
-    finally:
-        gc.enable()
-        gc.unfreeze()  # this test process is not the frame: let its heap be collected again
-
-
 def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     backend = CountingLoads(stage.frame, hold=threading.Event())
