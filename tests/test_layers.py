@@ -66,11 +66,11 @@ RULES: dict[str, dict[str, str]] = {
         "tui": "`memframe frame` opens the Memory frame",
         "mcp": "`memframe mcp` serves the tools",
         "api": "`memframe serve` runs the HTTP app",
-        "service": "`memframe admin` manages accounts on the database; `history -p` reads it directly",
+        "service": "`memframe admin` manages accounts on the database",
         "assistant": "the chat command builds the model client",
         "crypto": "`key export` shows the key's fingerprint, on the person's machine",
         "keyfiles": "`key export/import` wrap and unwrap a key with a passphrase",
-        "paths": "`history -p` finds the key file without starting the backend; `key export` writes it 0600",
+        "paths": "`key export` writes the key file 0600; `admin` finds the local database",
     },
     "__main__": {"cli": "`python -m memframe` is the memframe command"},
 }

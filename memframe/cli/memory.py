@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from memframe.cli import history as fast_history
+from memframe.cli import history as patches
 from memframe.cli.options import add_command, open_workspace, positive, version
 from memframe.cli.output import out, size_line, when
 
@@ -102,14 +102,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     backend = open_workspace(args)
     try:
         if args.patch:
-            patch = fast_history.patch_backend(backend, args.limit, args.before)
-        else:
-            rows = backend.history(limit=args.limit, before=args.before)
+            sys.stdout.write(patches.patch(backend, args.limit, args.before))
+            return 0
+        rows = backend.history(limit=args.limit, before=args.before)
     finally:
         backend.close()
-    if args.patch:
-        fast_history.write_out(patch)
-        return 0
     if not rows:
         out("No revisions yet.")
         return 0
@@ -261,7 +258,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE|-")
     p.add_argument("--base", type=version, required=True, help="the version you edited (0 = create-only)")
     p = add_command(sub, common, "history", cmd_history, "list revisions, newest first")
-    p.add_argument("--limit", type=positive, default=fast_history.PAGE_DEFAULT)
+    p.add_argument("--limit", type=positive, default=patches.PAGE_DEFAULT)
     p.add_argument("--before", type=positive, default=None, help="start below this version")
     p.add_argument("-p", "--patch", action="store_true", help="show each revision's diff")
     p = add_command(sub, common, "diff", cmd_diff, "unified diff between two revisions")
