@@ -187,6 +187,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_frame(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import init_local_workspace, local_workspaces
     from memframe.core.errors import NotFound
+    from memframe.tui.app import check_settings, run_frame
+
+    check_settings(args.settings)  # before anything is opened or created
 
     try:  # the usual case opens the database once; only a missing local workspace looks twice
         backend = open_workspace(args)
@@ -199,8 +202,6 @@ def cmd_frame(args: argparse.Namespace) -> int:
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
         backend = open_workspace(args)
-    from memframe.tui.app import run_frame
-
     return run_frame(backend, poll_seconds=args.poll)
 
 
