@@ -179,10 +179,8 @@ def history_patch(tmp: Path, s: Settings, home: Path) -> list[Figure]:
     end to end, and per revision (the difference between showing a page and showing one, so the
     start-up both pay once drops out). The page is the CLI's largest (`--limit` is 1 to 1000), the
     newest revisions of the whole history, and git shows the same number."""
-    from memframe.cli.history import MAX_PAGE
-
     total = s.history_revisions
-    count = min(total, MAX_PAGE)
+    count = min(total, 1000)  # the largest page the service gives (`files.list_versions`)
     texts = list(revisions(total, size=8 * 1024 - 64, seed=5))  # big_home's texts, made again
     repo = tmp / "patch-git"
     env = git_env(tmp)

@@ -3,29 +3,23 @@
 Everything lives under one home folder: the platform's user data directory,
 or `MEMFRAME_HOME` when set (tests always set it, so they never touch a real
 home). The local embedded workspace database and the key files sit there.
-
-`history -p`'s short path reads the database and key file locations as strings
-(`local_database_location`, `key_file_location`), so it imports neither `pathlib` nor `re`;
-every other caller gets Paths, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+from pathlib import Path
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
+from memframe import settings
+from memframe.core.errors import InvalidInput
 
-_WORKSPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
-_WORKSPACE_CHARS = _ALNUM | frozenset("._-")
+_WORKSPACE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def home() -> Path:
     """The home folder, as `memframe.settings` reads it (`$MEMFRAME_HOME` or the user data directory)."""
-    from memframe import settings
-
     return settings.current().home
 
 
@@ -33,28 +27,9 @@ def local_database() -> Path:
     return home() / "memframe.db"
 
 
-def local_database_location() -> str:
-    """`str(local_database())`, without making a Path."""
-    from memframe import settings
-
-    return settings.join_location(settings.current().home_dir, "memframe.db")
-
-
-def _workspace_id_ok(workspace_id: str) -> bool:
-    """Whether `workspace_id` matches `_WORKSPACE_PATTERN`: by set arithmetic for the usual name,
-    by the pattern itself (and `re`'s import) only for the rest."""
-    if 0 < len(workspace_id) <= 64 and workspace_id[0] in _ALNUM and _WORKSPACE_CHARS.issuperset(workspace_id):
-        return True
-    import re
-
-    return re.match(_WORKSPACE_PATTERN, workspace_id) is not None
-
-
 def check_workspace_id(workspace_id: str) -> str:
     """Workspace ids appear in file names and URLs, so they are kept plain."""
-    if not _workspace_id_ok(workspace_id) or workspace_id in (".", ".."):
-        from memframe.core.errors import InvalidInput
-
+    if _WORKSPACE_ID.fullmatch(workspace_id) is None or workspace_id in (".", ".."):
         raise InvalidInput(
             f"{workspace_id!r} is not a workspace name: use letters, digits, '.', '_' or '-' "
             "(at most 64, starting with a letter or digit)."
@@ -66,9 +41,6 @@ def key_scope(remote_url: str | None) -> str:
     """Keys of a local workspace and of a server's workspace of the same name never mix."""
     if not remote_url:
         return "local"
-    import hashlib
-    import re
-
     slug = re.sub(r"[^A-Za-z0-9]+", "-", remote_url.split("://", 1)[-1]).strip("-")[:40]
     digest = hashlib.sha256(remote_url.rstrip("/").encode()).hexdigest()[:8]
     return f"{slug}-{digest}"
@@ -76,14 +48,6 @@ def key_scope(remote_url: str | None) -> str:
 
 def key_file(workspace_id: str, remote_url: str | None = None) -> Path:
     return home() / "keys" / key_scope(remote_url) / f"{check_workspace_id(workspace_id)}.key"
-
-
-def key_file_location(workspace_id: str, remote_url: str | None = None) -> str:
-    """`str(key_file(workspace_id, remote_url))`, without making a Path."""
-    from memframe import settings
-
-    folder = settings.join_location(settings.current().home_dir, "keys")
-    return f"{folder}/{key_scope(remote_url)}/{check_workspace_id(workspace_id)}.key"
 
 
 def write_private_file(path: Path, data: bytes) -> None:

@@ -32,243 +32,93 @@ The config file keeps what a person would keep (TOML; every key optional)::
 
 Secrets (tokens, passphrases, API keys) come only from the environment, never
 from the file. A file memframe cannot read or understand is one `InvalidInput`
-line naming the file and the problem.
-
-Start-up stays light: this module imports only `os`, `sys` and `types` at the top (the
-fast `history -p` path loads it), TOML is parsed only when the file exists, and
-`Settings` is a hand-written frozen record because `dataclasses` would import
-`inspect` on that path. Nor does that path import `pathlib` (with `fnmatch`, `re` and
-`urllib.parse` behind it, a third of its start-up): the folders are read as strings, and a
-`Path` is made the first time a caller asks for `home` or `config_file`; and on Linux, without
-`MEMFRAME_HOME`, the folders are found without importing platformdirs (`_user_dir`).
+line naming the file and the problem. The frame checks what only it can judge
+(that each key of `[keymap]` is a key, and the theme a theme) when it starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
-    from typing import Any
+from memframe.core.errors import InvalidInput
 
 CONFIG_NAME = "config.toml"
 DEFAULT_WORKSPACE = "default"
 DEFAULT_MODEL_NAME = "default"
 
 
+@dataclass(frozen=True)
 class Settings:
-    """What memframe runs with, resolved once from the environment and the config file; frozen.
+    """What memframe runs with, resolved once from the environment and the config file."""
 
-    - `home`: where the database and key files live; `home_from_env` says it came from `$MEMFRAME_HOME`;
-      `home_dir` is the same folder as a string (`str(home)`), for callers that need no `Path`.
-    - `config_file`: the config file looked at (it may not exist).
-    - `workspace`: the default workspace name.
-    - `remote_url`, `token`: a memframe server and its bearer token (None: the local embedded workspace).
-    - `passphrase`, `export_passphrase`: passphrases for wrapped key files (environment only).
-    - `db`: the server's database for `serve` and `admin` (None: `--db` is required).
-    - `keysessions_credential`: the secret servers and the key-session service share (environment only).
-    - `model_url`, `model_name`, `model_key`: an OpenAI-compatible model server, the model to ask it
-      for, and its API key (None url: the built-in scripted model).
-    - `model_max_tokens`, `model_timeout`, `model_tool_choice`, `model_system_as_user`: how to call that
-      model; None leaves the model client's own default.
-    - `theme`, `keymap`: the frame's look and its key bindings (binding id -> keys).
-    """
-
-    #: The fields, in the order `repr` shows them.
-    _FIELDS = (
-        "config_file",
-        "db",
-        "export_passphrase",
-        "home",
-        "home_from_env",
-        "keymap",
-        "keysessions_credential",
-        "model_key",
-        "model_max_tokens",
-        "model_name",
-        "model_system_as_user",
-        "model_timeout",
-        "model_tool_choice",
-        "model_url",
-        "passphrase",
-        "remote_url",
-        "theme",
-        "token",
-        "workspace",
-    )
-    # `home` and `config_file` are kept as strings (or as the Paths given) and made Paths when read.
-    __slots__ = (*(n for n in _FIELDS if n not in ("home", "config_file")), "_config_file", "_home", "home_dir")
-
-    _home: Path | str
-    _config_file: Path | str
-    home_dir: str
+    #: Where the database and key files live: `$MEMFRAME_HOME`, else the user data directory.
+    home: Path
+    #: Whether `home` came from `$MEMFRAME_HOME` (the frame then shows places under it shortened).
     home_from_env: bool
-    workspace: str
-    remote_url: str | None
-    token: str | None
-    passphrase: str | None
-    export_passphrase: str | None
-    db: str | None
-    keysessions_credential: str | None
-    model_url: str | None
-    model_name: str
-    model_key: str | None
-    model_max_tokens: int | None
-    model_timeout: float | None
-    model_tool_choice: str | None
-    model_system_as_user: bool | None
-    theme: str | None
-    keymap: Mapping[str, str]
-
-    def __init__(self, **values: Any) -> None:
-        """`home` and `config_file` may be given as a `Path` or as a path string."""
-        unknown = set(values) - set(self._FIELDS)
-        missing = set(self._FIELDS) - set(values)
-        if unknown or missing:
-            raise TypeError(f"Settings: unknown {sorted(unknown)}, missing {sorted(missing)}")
-        for name, value in values.items():
-            if name in ("home", "config_file"):
-                name = "_" + name
-                if name == "_home":
-                    object.__setattr__(self, "home_dir", os.fspath(value))
-            object.__setattr__(self, name, value)
-
-    @property
-    def home(self) -> Path:
-        return self._path_in("_home")
-
-    @property
-    def config_file(self) -> Path:
-        return self._path_in("_config_file")
-
-    def _path_in(self, slot: str) -> Path:
-        """The Path kept in `slot`, made (once) from the string it was given as."""
-        value = getattr(self, slot)
-        if isinstance(value, str):
-            value = _path(value)
-            object.__setattr__(self, slot, value)
-        return value  # type: ignore[no-any-return]
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"Settings are frozen; cannot set {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Settings):
-            return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self._FIELDS)
-
-    __hash__ = None  # type: ignore[assignment]  # keymap is a mapping
-
-    def __repr__(self) -> str:
-        secret = {"token", "passphrase", "export_passphrase", "model_key", "keysessions_credential"}
-        shown = (f"{n}={'***' if n in secret and getattr(self, n) else repr(getattr(self, n))}" for n in self._FIELDS)
-        return f"Settings({', '.join(shown)})"
-
-
-def _path(location: str) -> Path:
-    from pathlib import Path
-
-    return Path(location)
-
-
-def _plain(location: str) -> bool:
-    """Whether `Path(location)` (after `expanduser`) is `location` itself, so the string can stand in
-    for the Path: no `~`, no empty or `.` component, no trailing slash. Anything else takes pathlib."""
-    return bool(location) and not (
-        location[0] == "~"
-        or location.endswith(("/", "/."))
-        or location.startswith("./")
-        or location == "."
-        or "//" in location
-        or "/./" in location
-        or os.sep != "/"
-    )
-
-
-def _location(location: str) -> str:
-    """`str(Path(location).expanduser())`, without importing pathlib when the string is plain already."""
-    if _plain(location):
-        return location
-    return str(_path(location).expanduser())
-
-
-def join_location(folder: str, name: str) -> str:
-    """`str(Path(folder) / name)` for a `folder` that is `str()` of a Path already (`Settings.home_dir`)."""
-    if folder == ".":
-        return name
-    return folder + name if folder.endswith("/") else f"{folder}/{name}"
-
-
-def _config_location(environ: Mapping[str, str]) -> str:
-    """`config_path(environ)` as a string."""
-    named = environ.get("MEMFRAME_CONFIG")
-    if named:
-        return _location(named)
-    home = environ.get("MEMFRAME_HOME")
-    if home:
-        return join_location(_location(home), CONFIG_NAME)
-    return join_location(_user_dir("config"), CONFIG_NAME)
-
-
-#: kind -> (the XDG variable naming the folder, the folder in $HOME without it), as platformdirs reads them.
-_XDG_USER_DIRS = {"data": ("XDG_DATA_HOME", "/.local/share"), "config": ("XDG_CONFIG_HOME", "/.config")}
-
-
-def _user_dir(kind: str) -> str:
-    """`str(Path(platformdirs.user_<kind>_dir("memframe", appauthor=False)))` for kind "data" or
-    "config": the folder with no `MEMFRAME_HOME` (or `MEMFRAME_CONFIG`), as a string.
-
-    platformdirs takes ~30 ms to import (pathlib, re, tempfile and its own modules), which a person
-    without `MEMFRAME_HOME` would pay on every command, `history -p` too. On Linux with an absolute
-    `$HOME` its answer is short to give (`_xdg_user_dir`); everywhere else it is asked."""
-    plain = _xdg_user_dir(kind)
-    if plain is not None:
-        return plain
-    import platformdirs
-
-    found = platformdirs.user_data_dir if kind == "data" else platformdirs.user_config_dir
-    return str(_path(found("memframe", appauthor=False)))
-
-
-def _xdg_user_dir(kind: str) -> str | None:
-    """platformdirs' user folder of `kind` on Linux (not Android) with an absolute `$HOME`: the XDG
-    variable when it is an absolute path, else that folder in `$HOME`; then "memframe" in it. None
-    anywhere else, and for a location pathlib would rewrite. platformdirs reads `os.environ`, and so
-    does this. (Checked against platformdirs itself by the tests.)"""
-    environ = os.environ
-    if sys.platform != "linux" or hasattr(sys, "getandroidapilevel"):
-        return None
-    if environ.get("ANDROID_DATA") == "/data" and environ.get("ANDROID_ROOT") == "/system":
-        return None  # what platformdirs takes for an Android app: it decides
-    home = environ.get("HOME", "")
-    if not home.startswith("/"):
-        return None  # no HOME, or a relative one: platformdirs asks the password database
-    variable, in_home = _XDG_USER_DIRS[kind]
-    base = environ.get(variable, "")
-    if not base.startswith("/"):  # unset, empty or relative: ignored, as the XDG spec says
-        base = (home.rstrip("/") + in_home) or "/"  # os.path.expanduser("~" + in_home)
-    folder = os.path.join(base, "memframe")
-    return folder if _plain(folder) else None
+    #: The config file looked at (it may not exist).
+    config_file: Path
+    #: The default workspace name.
+    workspace: str = DEFAULT_WORKSPACE
+    #: A memframe server (None: the local embedded workspace).
+    remote_url: str | None = None
+    #: The server's bearer token (environment only).
+    token: str | None = field(default=None, repr=False)
+    #: The passphrase of a wrapped key file (environment only).
+    passphrase: str | None = field(default=None, repr=False)
+    #: The passphrase `memframe key export` / `import` wrap with (environment only).
+    export_passphrase: str | None = field(default=None, repr=False)
+    #: The server's database for `serve` and `admin` (None: `--db` is required).
+    db: str | None = None
+    #: The secret servers and the key-session service share (environment only).
+    keysessions_credential: str | None = field(default=None, repr=False)
+    #: An OpenAI-compatible model server (None: the built-in scripted model).
+    model_url: str | None = None
+    #: The model to ask that server for.
+    model_name: str = DEFAULT_MODEL_NAME
+    #: The API key sent to the model server (environment only).
+    model_key: str | None = field(default=None, repr=False)
+    #: How to call the model; None leaves the model client's own default.
+    model_max_tokens: int | None = None
+    model_timeout: float | None = None
+    model_tool_choice: str | None = None
+    model_system_as_user: bool | None = None
+    #: The frame's theme (None: Textual's default).
+    theme: str | None = None
+    #: The frame's key bindings: binding id (with or without `memframe.`) -> keys.
+    keymap: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
     """`$MEMFRAME_CONFIG`, else `config.toml` in `$MEMFRAME_HOME`, else in the user's config directory."""
-    return _path(_config_location(environ))
+    if named := environ.get("MEMFRAME_CONFIG"):
+        return Path(named).expanduser()
+    if home := environ.get("MEMFRAME_HOME"):
+        return Path(home).expanduser() / CONFIG_NAME
+    return _user_path("config") / CONFIG_NAME
+
+
+def _user_path(kind: str) -> Path:
+    """The platform's user data or config folder for memframe, as platformdirs names it."""
+    import platformdirs  # it loads its platform's module on import: only a home not named by MEMFRAME_HOME needs it
+
+    named = platformdirs.user_data_path if kind == "data" else platformdirs.user_config_path
+    return named("memframe", appauthor=False)
 
 
 def load(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the environment (default `os.environ`) and the config file it points at, once."""
     env = os.environ if environ is None else environ
-    config_file = _config_location(env)
+    config_file = config_path(env)
     file = _read_file(config_file, required=bool(env.get("MEMFRAME_CONFIG")))
     model: dict[str, Any] = file.get("model", {})
     home_env = env.get("MEMFRAME_HOME")
-    home = _location(home_env) if home_env else _user_dir("data")
-    db = env.get("MEMFRAME_DB")
+    home = Path(home_env).expanduser() if home_env else _user_path("data")
     return Settings(
         home=home,
         home_from_env=bool(home_env),
@@ -278,7 +128,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         token=env.get("MEMFRAME_TOKEN") or None,
         passphrase=env.get("MEMFRAME_PASSPHRASE") or None,
         export_passphrase=env.get("MEMFRAME_EXPORT_PASSPHRASE") or None,
-        db=db or None,
+        db=env.get("MEMFRAME_DB") or None,
         keysessions_credential=env.get("MEMFRAME_KEYSESSIONS_CREDENTIAL") or None,
         model_url=model.get("url"),
         model_name=model.get("name", DEFAULT_MODEL_NAME),
@@ -301,7 +151,7 @@ def current() -> Settings:
     global _cache
     env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMFRAME_")))
     try:
-        stamp: object = os.stat(_config_location(os.environ)).st_mtime_ns
+        stamp: object = config_path(os.environ).stat().st_mtime_ns
     except OSError:
         stamp = None
     key = (env, stamp)
@@ -329,37 +179,36 @@ _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def _read_file(path: str, *, required: bool) -> dict[str, Any]:
+def _read_file(path: Path, *, required: bool) -> dict[str, Any]:
     """The file's settings, checked; {} when there is no file (unless `$MEMFRAME_CONFIG` named it)."""
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        raw = path.read_bytes()
     except FileNotFoundError:
         if not required:
             return {}
-        raise _invalid(path, "there is no such file ($MEMFRAME_CONFIG names it)") from None
+        raise invalid_file(path, "there is no such file ($MEMFRAME_CONFIG names it)") from None
     except OSError as exc:
-        raise _invalid(path, f"cannot read it ({exc.strerror})") from None
-    import tomllib
+        raise invalid_file(path, f"cannot read it ({exc.strerror})") from None
+    import tomllib  # it compiles its patterns on import: only a file that exists pays for them
 
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise _invalid(path, "it is not UTF-8 text") from None
+        raise invalid_file(path, "it is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise _invalid(path, f"it is not valid TOML ({exc})") from None
+        raise invalid_file(path, f"it is not valid TOML ({exc})") from None
     _check(path, data, _TOP_KEYS, "")
     _check(path, data.get("model", {}), _MODEL_KEYS, "model.")
     for binding, keys in data.get("keymap", {}).items():
         if not isinstance(keys, str) or not keys:
-            raise _invalid(path, f'keymap.{binding} must be keys as a string, e.g. "ctrl+s"')
+            raise invalid_file(path, f'keymap.{binding} must be keys as a string, e.g. "ctrl+s"')
     return data
 
 
-def _check(path: str, table: dict[str, Any], known: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
+def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type, ...], str]], prefix: str) -> None:
     for name, value in table.items():
         if name not in known:
-            raise _invalid(path, f"unknown setting {prefix}{name} (known: {', '.join(prefix + k for k in known)})")
+            raise invalid_file(path, f"unknown setting {prefix}{name} (known: {', '.join(prefix + k for k in known)})")
         types, wanted = known[name]
         stray_bool = isinstance(value, bool) and types != (bool,)  # TOML true is no number of tokens
         if (
@@ -367,12 +216,11 @@ def _check(path: str, table: dict[str, Any], known: dict[str, tuple[tuple[type, 
             or not isinstance(value, types)
             or (isinstance(value, (int, float)) and wanted.startswith("a positive") and value <= 0)
         ):
-            raise _invalid(path, f"{prefix}{name} must be {wanted}, not {value!r}")
+            raise invalid_file(path, f"{prefix}{name} must be {wanted}, not {value!r}")
 
 
-def _invalid(path: str | Path, problem: str) -> Exception:
-    from memframe.core.errors import InvalidInput
-
+def invalid_file(path: Path, problem: str) -> InvalidInput:
+    """The one error for a config file memframe cannot use: one line naming the file and the problem."""
     return InvalidInput(f"The config file {path} is not usable: {problem}.")
 
 
@@ -391,7 +239,6 @@ def write_setting(path: Path, key: str, value: str) -> None:
     """
     if key not in _TOP_KEYS or _TOP_KEYS[key][0] != (str,):
         raise ValueError(f"{key!r} is not a top-level string setting")
-    import json
     import tomllib
 
     try:
@@ -399,11 +246,11 @@ def write_setting(path: Path, key: str, value: str) -> None:
     except FileNotFoundError:
         old = ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise _invalid(path, f"cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+        raise invalid_file(path, f"cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         tomllib.loads(old)
     except tomllib.TOMLDecodeError as exc:
-        raise _invalid(path, f"it is not valid TOML ({exc}), so it was left as it is") from None
+        raise invalid_file(path, f"it is not valid TOML ({exc}), so it was left as it is") from None
     line = f"{key} = {json.dumps(value, ensure_ascii=False)}"  # a JSON string is a TOML basic string
     lines = old.splitlines()
     first_table = next((i for i, text in enumerate(lines) if text.lstrip().startswith("[")), len(lines))
@@ -421,9 +268,9 @@ def write_setting(path: Path, key: str, value: str) -> None:
     try:
         written = tomllib.loads(new)
     except tomllib.TOMLDecodeError as exc:  # e.g. the key sat inside a multi-line string
-        raise _invalid(path, f"{key} could not be set without breaking it ({exc})") from None
+        raise invalid_file(path, f"{key} could not be set without breaking it ({exc})") from None
     if written.get(key) != value:
-        raise _invalid(path, f"{key} could not be set without breaking it")
+        raise invalid_file(path, f"{key} could not be set without breaking it")
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -431,4 +278,4 @@ def write_setting(path: Path, key: str, value: str) -> None:
         os.replace(partial, path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise _invalid(path, f"cannot write it ({exc.strerror or exc})") from None
+        raise invalid_file(path, f"cannot write it ({exc.strerror or exc})") from None

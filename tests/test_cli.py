@@ -202,26 +202,6 @@ def test_a_command_line_parses_as_with_the_whole_parser_when_only_its_group_is_b
     assert errors[0] == errors[1] and "'serve'" in errors[0] and "'mcp'" in errors[0]
 
 
-def test_the_frame_holds_the_collector_off_only_while_it_starts(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """From the command line to the frame (which turns it on once its memory is shown), no garbage
-    collection passes; whatever happens, the collector is on again when `main` returns."""
-    import gc
-
-    collecting: list[bool] = []
-
-    def fake_run_frame(backend, **options) -> int:  # type: ignore[no-untyped-def]
-        collecting.append(gc.isenabled())
-        backend.close()
-        raise RuntimeError("the frame failed")
-
-    monkeypatch.setattr("memframe.tui.app.run_frame", fake_run_frame)
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError):
-        run(capsys)
-    assert collecting == [False] and gc.isenabled()
-    assert run(capsys, "show")[0] == 0 and collecting == [False] and gc.isenabled()
-
-
 def test_the_frame_creates_a_missing_local_workspace_once(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     opened: list[str] = []
 

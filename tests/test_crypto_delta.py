@@ -119,10 +119,10 @@ def test_old_full_versions_and_v1_texts_still_open_through_an_opener_with_fetch(
 
 
 def test_history_p_reads_a_history_stored_as_deltas(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The local `history -p` snapshot opens delta rows against the rows before them, newest first."""
+    """`history -p`'s one read of many revisions opens delta rows against the rows before them."""
     from bench.data import local_home
     from memframe import paths
-    from memframe.service import reads
+    from memframe.backend.workspaces import open_backend
 
     monkeypatch.setenv("MEMFRAME_HOME", str(tmp_path))
     texts = [BASE]
@@ -135,13 +135,12 @@ def test_history_p_reads_a_history_stored_as_deltas(tmp_path, monkeypatch) -> No
         sql = "SELECT MAX(LENGTH(ciphertext)) FROM file_versions WHERE version % 64 != 1"
         (largest,) = conn.execute(sql).fetchone()
     assert largest < 300  # every later row is a delta, not a whole 7 KB text
-    snapshot = reads.open_local_revisions("w", paths.local_database())
-    assert snapshot is not None
+    backend = open_backend(ws.id)
     try:
-        shown = [row[5] for row in snapshot.revisions(ws.key, limit=len(texts))]
+        shown = backend.read_revisions(range(len(texts), 0, -1))
     finally:
-        snapshot.close()
-    assert shown == texts[::-1]
+        backend.close()
+    assert list(shown.values()) == texts[::-1]
 
 
 def test_the_client_opens_a_history_stored_as_deltas_everywhere_it_reads(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""`memframe history -p`: git-like output, the same on the short path and through every backend."""
+"""`memframe history -p`: git-like output, the same through every backend."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from memframe import cli, paths
+from memframe import paths
 from memframe.backend.sealed import SealedBackend
 from memframe.backend.workspaces import open_backend
 from memframe.cli import EXIT_ERROR, main
 from memframe.cli import history as cli_history
-from memframe.service import reads as local_read
 from tests.conftest import World
 
 TEXTS = [
@@ -38,7 +37,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def reference(backend: SealedBackend, limit: int = 50, before: int | None = None) -> str:
-    """What `history -p` printed before the short path: difflib over each pair of texts' lines."""
+    """`history -p` as difflib writes it, over each pair of texts' lines."""
     out = []
     for r in backend.history(limit=limit, before=before):
         old = backend.read_revision(r.version - 1) if r.version > 1 else ""
@@ -72,17 +71,7 @@ def local(capsys: pytest.CaptureFixture[str]) -> Iterator[SealedBackend]:
     backend.close()
 
 
-@pytest.fixture
-def short_path_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail the test if the command line reaches argparse (the full CLI)."""
-
-    def no_parser() -> None:
-        raise AssertionError("the full CLI was used")
-
-    monkeypatch.setattr(cli, "build_parser", no_parser)
-
-
-def test_history_p_prints_each_revision_with_its_diff_as_before(capsys, local, short_path_only) -> None:  # type: ignore[no-untyped-def]
+def test_history_p_prints_each_revision_with_its_diff(capsys, local) -> None:  # type: ignore[no-untyped-def]
     code, out, err = run(capsys, "history", "-p")
     assert (code, err) == (0, "")
     assert out == reference(local)
@@ -90,25 +79,7 @@ def test_history_p_prints_each_revision_with_its_diff_as_before(capsys, local, s
     assert "\\ No newline at end of file\n" in out and "-# Memory\n" in out
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["-p", "--limit", "3"],
-        ["--patch", "--limit=3", "-w", "default"],
-        ["--limit", "2", "-p", "--before", "5"],
-        ["-p", "--workspace=default", "--before=2"],
-        ["-p", "--limit", "1000"],
-    ],
-)
-def test_the_short_path_matches_the_full_cli(capsys, local, monkeypatch, argv) -> None:  # type: ignore[no-untyped-def]
-    assert cli_history.plain_request(argv) is not None
-    code, short, _ = run(capsys, "history", *argv)
-    assert code == 0 and short
-    monkeypatch.setattr(cli_history, "plain_request", lambda argv: None)  # the full CLI, through the backend
-    assert run(capsys, "history", *argv) == (0, short, "")
-
-
-def test_before_is_honoured_with_p(capsys, local, short_path_only) -> None:  # type: ignore[no-untyped-def]
+def test_before_is_honoured_with_p(capsys, local) -> None:  # type: ignore[no-untyped-def]
     out = run(capsys, "history", "-p", "--before", "4", "--limit", "2")[1]
     assert out == reference(local, limit=2, before=4)
     assert out.startswith("revision 3 ") and "\nrevision 2 " in out and "revision 1 " not in out
@@ -117,8 +88,8 @@ def test_before_is_honoured_with_p(capsys, local, short_path_only) -> None:  # t
 def test_the_same_output_through_every_backend(world: World) -> None:
     backend = world.client()
     fill(backend)
-    assert cli_history.patch_backend(backend, 50, None).decode() == reference(backend)
-    assert cli_history.patch_backend(backend, 2, 6).decode() == reference(backend, limit=2, before=6)
+    assert cli_history.patch(backend, 50, None) == reference(backend)
+    assert cli_history.patch(backend, 2, 6) == reference(backend, limit=2, before=6)
 
 
 def test_no_revisions_prints_nothing(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -126,50 +97,11 @@ def test_no_revisions_prints_nothing(capsys) -> None:  # type: ignore[no-untyped
     assert run(capsys, "history", "-p") == (0, "", "")
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["-p"], ("default", 50, None)),
-        (["--patch", "--limit", "7", "-w", "notes"], ("notes", 7, None)),
-        (["-p", "--limit=1_000", "--before=12", "--workspace", "w.1"], ("w.1", 1000, 12)),
-        (["-w", "x", "-w", "y", "-p"], ("y", 50, None)),  # the last one wins, as in argparse
-        ([], None),  # no -p: the plain list
-        (["--limit", "5"], None),
-        (["-p", "--remote", "http://x"], None),
-        (["-p", "--token", "t"], None),
-        (["-p", "-h"], None),
-        (["-p", "--lim", "5"], None),  # argparse's abbreviations
-        (["-p", "-wnotes"], None),
-        (["-p", "-w=notes"], None),
-        (["-p", "-w"], None),
-        (["-p", "-w", "-p"], None),
-        (["-p", "--limit", "0"], None),
-        (["-p", "--limit", "1001"], None),  # over the service's page: its own error
-        (["-p", "--limit", "-5"], None),
-        (["-p", "--limit", "five"], None),
-        (["-p", "--before", "0"], None),
-        (["-p", "--"], None),
-        (["-p", "extra"], None),
-    ],
-)
-def test_only_a_plain_command_line_takes_the_short_path(argv: list[str], expected: object) -> None:
-    assert cli_history.plain_request(argv) == expected
-
-
-def test_the_environment_chooses_as_for_the_full_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMFRAME_WORKSPACE", "notes")
-    assert cli_history.plain_request(["-p"]) == ("notes", 50, None)
-    monkeypatch.setenv("MEMFRAME_URL", "")
-    assert cli_history.plain_request(["-p"]) == ("notes", 50, None)
-    monkeypatch.setenv("MEMFRAME_URL", "http://127.0.0.1:1")
-    assert cli_history.plain_request(["-p"]) is None
-
-
-# --- what the short path leaves to the service, and its errors ------------------------------
+# --- its errors ----------------------------------------------------------------------------------
 
 
 def same_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    """`history -p …` fails exactly as the plain `history …` (always the full CLI) does."""
+    """`history -p …` fails exactly as the plain `history …` does."""
     code, out, err = run(capsys, "history", "-p", *argv)
     assert (code, out) == (EXIT_ERROR, "")
     assert run(capsys, "history", *argv) == (EXIT_ERROR, "", err)
@@ -185,19 +117,15 @@ def test_no_database_and_no_workspace_are_the_full_clis_errors(capsys) -> None: 
     assert "1 to 1000 revisions" in same_error(capsys, "--limit", "1001")
 
 
-def test_a_database_the_service_must_judge_goes_to_the_service(capsys, local) -> None:  # type: ignore[no-untyped-def]
-    db = paths.local_database()
-    assert local_read.open_local_revisions("default", db) is not None
-    with sqlite3.connect(db) as conn:  # written by a newer memframe
+def test_a_database_of_a_newer_memframe_is_refused(capsys, local) -> None:  # type: ignore[no-untyped-def]
+    with sqlite3.connect(paths.local_database()) as conn:  # written by a newer memframe
         conn.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 0)")
-    assert local_read.open_local_revisions("default", db) is None
     assert "newer memframe" in same_error(capsys)
 
 
-def test_a_workspace_the_local_user_left_goes_to_the_service(capsys, local) -> None:  # type: ignore[no-untyped-def]
+def test_a_workspace_the_local_user_left_is_refused(capsys, local) -> None:  # type: ignore[no-untyped-def]
     with sqlite3.connect(paths.local_database()) as conn:
         conn.execute("DELETE FROM memberships")
-    assert local_read.open_local_revisions("default", paths.local_database()) is None
     assert "not a member" in same_error(capsys)
 
 
@@ -212,23 +140,10 @@ def test_a_wrong_key_is_one_line_and_prints_no_text(capsys, local, memframe_home
     assert "coffee" not in err
 
 
-def test_the_short_path_reads_what_the_service_shares() -> None:
-    from memframe.core.errors import InvalidInput
-    from memframe.core.types import MEMORY_PATH
-    from memframe.service import db, files
-    from memframe.service.accounts import LOCAL_USER
-
-    assert local_read.MEMORY_PATH == MEMORY_PATH
-    assert local_read.LOCAL_USER == LOCAL_USER
-    assert local_read.shipped_migrations() == {number for number, _, _ in db.migrations()}
-    with pytest.raises(InvalidInput, match="1 to 1000"):
-        files.list_versions(None, "w", MEMORY_PATH, limit=cli_history.MAX_PAGE + 1, before=None)  # type: ignore[arg-type]
-
-
 # --- as the benchmark runs it: a subprocess, output through a pipe -----------------------------
 
 
-def test_a_subprocess_imports_only_what_it_needs(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_subprocess_starts_without_the_frame_the_server_or_a_client(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
     run(capsys, "init")
     backend = open_backend("default")
     lines = [f"- fact {i}\n" for i in range(50)]
@@ -242,9 +157,7 @@ def test_a_subprocess_imports_only_what_it_needs(capsys, memframe_home: Path) ->
         "import sys\n"
         "from memframe.cli import main\n"
         "code = main(['history', '-p'])\n"
-        "heavy = ('argparse', 'typing', 'dataclasses', 'difflib', 'memframe.service.service', 'memframe.service.db',"
-        " 'memframe.backend.sealed', 'memframe.core.types', 'cryptography.hazmat.primitives', 'textual', 'httpx',"
-        " 'threading', 'hashlib', 'datetime')\n"
+        "heavy = ('textual', 'httpx', 'fastapi', 'uvicorn', 'mcp', 'asyncio', 'tomllib', 'platformdirs')\n"
         "print('HEAVY', sorted(m for m in heavy if m in sys.modules), code, file=sys.stderr)\n"
     )
     env = {**os.environ, "MEMFRAME_HOME": str(memframe_home)}
@@ -298,43 +211,30 @@ def set_rows(rows: dict[int, bytes]) -> None:
             )
 
 
-def short_patch(limit: int, before: int | None) -> str:
-    from memframe.backend.workspaces import load_key
-
-    snapshot = local_read.open_local_revisions("w", paths.local_database())
-    assert snapshot is not None
-    try:
-        return cli_history.render_patch(
-            snapshot.revisions(load_key("w"), limit=limit + 1, before=before), limit
-        ).decode()
-    finally:
-        snapshot.close()
-
-
-def test_pages_cut_anywhere_in_a_keyframe_run_match_the_full_cli(memframe_home: Path) -> None:
+def test_pages_cut_anywhere_in_a_keyframe_run_are_difflibs(memframe_home: Path) -> None:
     texts = delta_history(memframe_home)
+    for limit, before in [(1, None), (3, None), (64, None), (139, None), (1000, None), (1, 2), (1, 65),
+                          (2, 66), (63, 64), (64, 129), (65, 130), (70, 100), (5, 2000)]:  # fmt: skip
+        backend, fresh = open_backend("w"), open_backend("w")  # nothing opened before is kept
+        try:
+            assert cli_history.patch(backend, limit, before) == reference(fresh, limit, before)
+        finally:
+            backend.close()
+            fresh.close()
+    assert every_text() == texts
+
+
+def every_text() -> list[str]:
+    """Every revision of "w"'s memory, oldest first, read at once as `history -p` reads them."""
     backend = open_backend("w")
     try:
-        for limit, before in [(1, None), (3, None), (64, None), (139, None), (1000, None), (1, 2), (1, 65),
-                              (2, 66), (63, 64), (64, 129), (65, 130), (70, 100), (5, 2000)]:  # fmt: skip
-            assert short_patch(limit, before) == cli_history.patch_backend(backend, limit, before).decode()
+        head = backend.history(limit=1)[0].version
+        return list(backend.read_revisions(range(1, head + 1)).values())
     finally:
         backend.close()
-    assert [r[5] for r in _all_revisions()] == texts[::-1]
 
 
-def _all_revisions() -> list[tuple[int, float, str, str, str, str, tuple[int, int] | None]]:
-    from memframe.backend.workspaces import load_key
-
-    snapshot = local_read.open_local_revisions("w", paths.local_database())
-    assert snapshot is not None
-    try:
-        return list(snapshot.revisions(load_key("w"), limit=1000))
-    finally:
-        snapshot.close()
-
-
-def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_home: Path, short_path_only) -> None:  # type: ignore[no-untyped-def]
+def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
     from memframe import crypto
     from memframe.backend.workspaces import load_key
     from memframe.core.types import MEMORY_PATH
@@ -349,12 +249,13 @@ def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_
             previous=rows[version - 1], previous_text=texts[version - 2],
         )  # fmt: skip
     set_rows(rows)
-    assert [r[5] for r in _all_revisions()] == texts[::-1]
-    backend = open_backend("w")
+    assert every_text() == texts
+    backend, fresh = open_backend("w"), open_backend("w")
     try:
-        assert short_patch(1000, None) == cli_history.patch_backend(backend, 1000, None).decode()
+        assert cli_history.patch(backend, 1000, None) == reference(fresh, 1000)
     finally:
         backend.close()
+        fresh.close()
     # An old-format text after the chain began is refused, in one line and with no text shown.
     set_rows({70: crypto.seal_v1(key, texts[69], workspace_id="w", path=MEMORY_PATH)})
     code, out, err = run(capsys, "history", "-p", "-w", "w", "--limit", "1000")
@@ -363,9 +264,7 @@ def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_
 
 
 @pytest.mark.parametrize("damage", ["swapped", "missing", "moved"])
-def test_a_delta_whose_base_row_was_changed_fails_in_one_line(
-    capsys, memframe_home: Path, short_path_only, damage
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_delta_whose_base_row_was_changed_fails_in_one_line(capsys, memframe_home: Path, damage) -> None:  # type: ignore[no-untyped-def]
     from memframe import crypto
     from memframe.backend.workspaces import load_key
     from memframe.core.types import MEMORY_PATH

@@ -7,7 +7,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from memframe.cli.options import add_command, add_model_options, model_client, open_workspace
-from memframe.cli.output import EXIT_ERROR, out, receipt_line, when
+from memframe.cli.output import EXIT_ERROR, out, when
+from memframe.core.recall import receipt_line
 from memframe.settings import Settings
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def _print_turn(result: TurnResult) -> None:
     if result.cut_off:
         out("  (the answer was cut off at the token limit; --max-tokens raises it)")
     for call in result.calls:
-        out(f"  {receipt_line(call.status, call.revision, call.call_index)}")
+        out(f"  {receipt_line(call.status, call.revision, call.call_index + 1)}")  # calls count from 1
     for outcome in result.outcomes:
         out(f"  {outcome.message}")
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from memframe.cli import history as fast_history
+from memframe.cli import history as patches
 from memframe.cli.options import add_command, open_workspace, positive, version
 from memframe.cli.output import out, size_line, when
 
@@ -102,14 +102,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     backend = open_workspace(args)
     try:
         if args.patch:
-            patch = fast_history.patch_backend(backend, args.limit, args.before)
-        else:
-            rows = backend.history(limit=args.limit, before=args.before)
+            sys.stdout.write(patches.patch(backend, args.limit, args.before))
+            return 0
+        rows = backend.history(limit=args.limit, before=args.before)
     finally:
         backend.close()
-    if args.patch:
-        fast_history.write_out(patch)
-        return 0
     if not rows:
         out("No revisions yet.")
         return 0
@@ -190,6 +187,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_frame(args: argparse.Namespace) -> int:
     from memframe.backend.workspaces import init_local_workspace, local_workspaces
     from memframe.core.errors import NotFound
+    from memframe.tui.app import check_settings, run_frame
+
+    check_settings(args.settings)  # before anything is opened or created
 
     try:  # the usual case opens the database once; only a missing local workspace looks twice
         backend = open_workspace(args)
@@ -202,8 +202,6 @@ def cmd_frame(args: argparse.Namespace) -> int:
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
         backend = open_workspace(args)
-    from memframe.tui.app import run_frame
-
     return run_frame(backend, poll_seconds=args.poll)
 
 
@@ -261,7 +259,7 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE|-")
     p.add_argument("--base", type=version, required=True, help="the version you edited (0 = create-only)")
     p = add_command(sub, common, "history", cmd_history, "list revisions, newest first")
-    p.add_argument("--limit", type=positive, default=fast_history.PAGE_DEFAULT)
+    p.add_argument("--limit", type=positive, default=patches.PAGE_DEFAULT)
     p.add_argument("--before", type=positive, default=None, help="start below this version")
     p.add_argument("-p", "--patch", action="store_true", help="show each revision's diff")
     p = add_command(sub, common, "diff", cmd_diff, "unified diff between two revisions")

@@ -1,13 +1,12 @@
-"""The CLI's terminal: one wording each for a line, a time, a size, a receipt; and its one prompt.
-
-Light on purpose: the fast `history -p` path uses `when` and `prompt`, so this
-module imports only `sys` and `time` at the top.
-"""
+"""The CLI's terminal: one wording each for a line, a time and a size; and its one prompt."""
 
 from __future__ import annotations
 
+import getpass
 import sys
 import time
+
+from memframe.core.types import MEMORY_RECALL_MAX_BYTES
 
 #: A failure a person can cause: bad input, a missing workspace or key, a server that cannot be reached.
 EXIT_ERROR = 1
@@ -15,10 +14,6 @@ EXIT_ERROR = 1
 EXIT_CONFLICT = 3
 #: Ctrl+C: nothing more was written.
 EXIT_INTERRUPTED = 130
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from memframe.core.types import RecallStatus
 
 
 def out(line: str = "") -> None:
@@ -33,25 +28,14 @@ def when(ts: float) -> str:
 
 def size_line(size: int) -> str:
     """A memory's size against the recall bound, and what being over it means."""
-    from memframe.core.types import MEMORY_RECALL_MAX_BYTES
-
     line = f"{size:,} / {MEMORY_RECALL_MAX_BYTES:,} bytes"
     if size > MEMORY_RECALL_MAX_BYTES:
         line += " — OVERSIZED: kept intact, but not recalled and closed to automatic capture until shortened"
     return line
 
 
-def receipt_line(status: RecallStatus, revision: int | None, call_index: int) -> str:
-    """What one model call was given (`call_index` counts from 0, as receipts store it)."""
-    from memframe.core.recall import receipt_line as line
-
-    return line(status, revision, call_index + 1)
-
-
 def prompt(question: str) -> str:
     """Ask for a passphrase on the terminal; "" when there is none (scripts set the variable)."""
     if not sys.stdin.isatty():
         return ""
-    import getpass
-
     return getpass.getpass(question)

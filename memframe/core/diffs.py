@@ -18,12 +18,11 @@ splits only the changed middle and the few lines of context around it.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # neither typing nor difflib is imported unless needed: `history -p` starts fast
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
-    from typing import Literal
+import difflib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Literal
 
-    Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
+Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -57,8 +56,6 @@ def _middle(a: Sequence[str], b: Sequence[str], offset: int) -> list[Opcode]:
         return [("delete", offset, offset + len_a, offset, offset)]
     if (len_a == 1 and len_b <= 2) or (len_b == 1 and len_a <= 2):
         return [("replace", offset, offset + len_a, offset, offset + len_b)]
-    import difflib
-
     matcher = difflib.SequenceMatcher(None, a, b)
     return [(tag, i1 + offset, i2 + offset, j1 + offset, j2 + offset) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
 
@@ -137,42 +134,16 @@ def unified_diff(
 # --- whole texts -----------------------------------------------------------------------------
 
 
-def unified_diff_text(
-    a: str, b: str, fromfile: str = "", tofile: str = "", *, n: int = 3, ends: tuple[int, int] | None = None
-) -> str:
+def unified_diff_text(a: str, b: str, fromfile: str = "", tofile: str = "", *, n: int = 3) -> str:
     """The unified diff turning text `a` into text `b`, as one string, the way `git diff` writes it.
 
     Lines end at "\\n" (and only there); a last line without one is followed by
     "\\ No newline at end of file". The hunks are those `unified_diff` makes from the
     two texts' lines. Returns "" when the texts are the same.
-
-    `ends` is what a caller may already know of the two texts (`history -p` has it from the delta
-    `b` was stored as): (prefix, suffix), the characters they share at the start, and then at the
-    end of what is left. It spares the search for them; it is checked, and when it is not exactly
-    that the search is made anyway, so the diff is always the same as without it.
     """
-    return unified_diff_counted(a, b, fromfile, tofile, n=n, ends=ends)[0]
-
-
-def unified_diff_counted(
-    a: str,
-    b: str,
-    fromfile: str = "",
-    tofile: str = "",
-    *,
-    n: int = 3,
-    ends: tuple[int, int] | None = None,
-    newlines_b: int | None = None,
-) -> tuple[str, int | None]:
-    """`unified_diff_text`, for a caller walking a chain of texts back, each the `a` of one diff and
-    the `b` of the next (`history -p`): given `newlines_b`, the number of "\\n" in `b`, it returns
-    with the diff the number in `a` (else None), and counts the first hunk's line number from
-    whichever end of `a` is nearer, instead of always from the start (on a long text, the count of
-    its lines is most of what a one-line diff costs)."""
     if a == b:
-        return "", newlines_b
-    found = None if ends is None else _known_ends(a, b, ends[0], ends[1])
-    head, end_a, end_b = found or _shared_ends(a, b)
+        return ""
+    head, end_a, end_b = _shared_ends(a, b)
     len_a = len(a)
     # Up to n lines of context on each side: the only shared lines ever looked at.
     before, shared = head, 0
@@ -186,20 +157,14 @@ def unified_diff_counted(
         after = a.find("\n", after) + 1 or len_a
         shared += 1
     middle_a, middle_b = a[head:end_a], b[head:end_b]
-    changed_a, changed_b = middle_a.count("\n"), middle_b.count("\n")
-    count_a = changed_a + (middle_a[-1:] not in ("\n", ""))
-    count_b = changed_b + (middle_b[-1:] not in ("\n", ""))
-    # The number of the first line shown, counted from 0 (from the nearer end of `a`, when its lines are known).
-    if newlines_b is None:
-        newlines_a, first_line = None, a.count("\n", 0, before)
-    else:
-        newlines_a = newlines_b - changed_b + changed_a  # a and b differ only in their middles
-        first_line = a.count("\n", 0, before) if before <= len_a - before else newlines_a - a.count("\n", before)
+    count_a = middle_a.count("\n") + (middle_a[-1:] not in ("\n", ""))
+    count_b = middle_b.count("\n") + (middle_b[-1:] not in ("\n", ""))
+    first_line = a.count("\n", 0, before)  # the number of the first line shown, counted from 0
     header = f"--- {fromfile}\n+++ {tofile}\n"
     if count_a and count_b and (count_a > 2 or count_b > 2 or count_a == count_b == 2):
         return header + _hunks(
             _lines(a[before:head]), _lines(middle_a), _lines(middle_b), _lines(a[end_a:after]), first_line, n
-        ), newlines_a
+        )
     # The usual edit: nothing in the middle can match (see `_middle`), so there is one hunk (its
     # ranges as `_range` writes them, the start counted from 1 unless the range is empty).
     length_a, length_b = shared + count_a, shared + count_b
@@ -215,11 +180,11 @@ def unified_diff_counted(
             + ("-" + middle_a.replace("\n", "\n-"))[:-1]
             + ("+" + middle_b.replace("\n", "\n+"))[:-1]
             + (" " + a[end_a:after].replace("\n", "\n "))[:-1]
-        ), newlines_a
+        )
     return (
         f"{hunk}{_marked(' ', a[before:head])}{_marked('-', middle_a)}{_marked('+', middle_b)}"
         f"{_marked(' ', a[end_a:after])}"
-    ), newlines_a
+    )
 
 
 def _shared_ends(a: str, b: str) -> tuple[int, int, int]:
@@ -273,36 +238,6 @@ def _whole_lines(a: str, b: str, head: int, tail: int) -> tuple[int, int, int]:
         else:
             end_a, end_b = len_a, len_b
     return head, end_a, end_b
-
-
-def _known_ends(a: str, b: str, prefix: int, suffix: int) -> tuple[int, int, int] | None:
-    """`_shared_ends(a, b)` from `prefix` and `suffix` (see `unified_diff_text`), or None unless they are
-    exactly the most a and b share at the start and then at the end of what is left: each is checked
-    (two slice comparisons, in C, and a character either side), so a wrong pair costs no more than that.
-
-    The characters shared at the start are cut to whole lines: `head` is the start of the line the
-    first difference is in. The shared end is then sought in what follows `head`, which may be more
-    than what follows `prefix`: when the suffix reaches back to the prefix (an insertion or deletion),
-    it is extended back towards `head` before it is cut to whole lines."""
-    len_a, len_b = len(a), len(b)
-    shortest = min(len_a, len_b)
-    if prefix < 0 or suffix < 0 or prefix + suffix > shortest:
-        return None
-    if prefix < shortest and a[prefix] == b[prefix]:
-        return None  # more is shared at the start
-    if not (a.startswith(b[:prefix]) and a.endswith(b[len_b - suffix :])):
-        return None
-    head = a.rfind("\n", 0, prefix) + 1
-    if prefix + suffix < shortest:
-        if a[len_a - suffix - 1] == b[len_b - suffix - 1]:
-            return None  # more is shared at the end
-        return _whole_lines(a, b, head, suffix)
-    # The suffix stopped at the prefix; what it may share beyond lies in a[head:prefix], the
-    # first difference's line (up to it). Usually all of that is shared too: try it whole first.
-    stop_a, stop_b, more = len_a - suffix, len_b - suffix, prefix - head
-    if more and a[stop_a - more : stop_a] != b[stop_b - more : stop_b]:
-        more = _common_run(lambda lo, hi: a[stop_a - hi : stop_a - lo] == b[stop_b - hi : stop_b - lo], more)
-    return _whole_lines(a, b, head, suffix + more)
 
 
 def _hunks(

@@ -11,12 +11,12 @@ import hashlib
 import secrets
 import sqlite3
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput, NotFound, Unauthorized
 from memframe.paths import check_workspace_id
 from memframe.service.db import Database
 
-TYPE_CHECKING = False  # not typing's: the CLI's cheap commands import accounts and must not load typing
 if TYPE_CHECKING:
     from memframe.keysessions.store import KeySessionStore
 

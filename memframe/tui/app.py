@@ -10,7 +10,6 @@ people run.
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -19,14 +18,14 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.theme import Theme
+from textual.theme import BUILTIN_THEMES, Theme
 
 from memframe.backend.base import Backend
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import MemframeError
-from memframe.settings import Settings
+from memframe.settings import Settings, invalid_file
 from memframe.tui.keynames import full_keymap, key_of
-from memframe.tui.keys import APP_BINDINGS
+from memframe.tui.keys import APP_BINDINGS, keymap_problem
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.state import DocumentState
 
@@ -47,8 +46,6 @@ class MemoryFrameApp(App[int]):
     # (Textual annotates these as instance variables, so mypy objects to the ClassVar ruff asks for.)
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]  # type: ignore[misc]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-low"), (26, "-tall")]  # type: ignore[misc]
-    #: Set by `run_frame`, when the frame is all this process does; see `freeze_heap`.
-    owns_process = False
     BINDINGS: ClassVar[list[BindingType]] = APP_BINDINGS
 
     def __init__(
@@ -102,24 +99,9 @@ class MemoryFrameApp(App[int]):
         return MemoryScreen(self.backend, self.state, **self._screen_options)  # type: ignore[arg-type]
 
     def on_mount(self) -> None:
-        if self.settings is not None and self.settings.theme in self.available_themes:
-            self.theme = self.settings.theme
+        if self.settings is not None and self.settings.theme:
+            self.theme = self.settings.theme  # known: `check_settings` refused any other
         self.theme_changed_signal.subscribe(self, self._remember_theme)
-        if self.settings is None:
-            return
-        if self.settings.keymap:  # checked after the first paint: it loads every screen to know their ids
-            self.call_after_refresh(self._check_keymap)
-        if self.settings.theme and self.settings.theme not in self.available_themes:
-            self.notify(f"The theme {self.settings.theme!r} in {self.settings.config_file} is not known; "
-                        "ctrl+p lists the themes.", severity="warning", timeout=10)  # fmt: skip
-
-    def _check_keymap(self) -> None:
-        from memframe.tui.keys import unknown_ids
-
-        assert self.settings is not None
-        if unknown := unknown_ids(self.settings.keymap):
-            self.notify(f"The keymap in {self.settings.config_file} names no binding: {', '.join(unknown)}. "
-                        f"{key_of(self, 'help')} lists every binding id.", severity="warning", timeout=10)  # fmt: skip
 
     # --- help, and remembering the theme ---------------------------------------------------------
 
@@ -154,11 +136,6 @@ class MemoryFrameApp(App[int]):
             write_setting(self.settings.config_file, "theme", theme.name)
         except MemframeError as exc:
             self.notify(f"The theme is used now but not remembered: {exc}", severity="warning", timeout=10)
-
-    def on_memory_screen_started(self) -> None:
-        if self.owns_process:
-            freeze_heap()  # the main screen, its styles and the loaded memory live as long as the frame
-            gc.enable()  # held off since the command line was read (`memframe.cli.main`): the start is over
 
     @property
     def memory_screen(self) -> MemoryScreen | None:
@@ -220,8 +197,22 @@ def build_app(
     `MemoryScreen.poll_head`); people get the defaults, and `run_frame` turns the poll on.
     `settings` gives the keymap and theme (and the file a theme picked in the palette is written
     to); None: Textual's defaults."""
+    if settings is not None:
+        check_settings(settings)
     return MemoryFrameApp(backend, clock=clock or time.time, syntax=syntax, cursor_blink=cursor_blink,
                           poll_seconds=poll_seconds, settings=settings)  # fmt: skip
+
+
+def check_settings(settings: Settings) -> None:
+    """Refuse a settings file the frame cannot honour, as any unusable config file is refused: a
+    `[keymap]` that would leave an action with no key (`keys.keymap_problem`), or an unknown theme."""
+    problem = keymap_problem(settings.keymap) if settings.keymap else None
+    if problem is None and settings.theme and settings.theme not in BUILTIN_THEMES:
+        problem = (
+            f'theme "{settings.theme}" is not a theme (ctrl+p in the frame lists them: {", ".join(BUILTIN_THEMES)})'
+        )
+    if problem is not None:
+        raise invalid_file(settings.config_file, problem)
 
 
 def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
@@ -229,23 +220,9 @@ def run_frame(backend: Backend, *, poll_seconds: float = POLL_SECONDS) -> int:
     from memframe.settings import current
 
     app = build_app(backend, poll_seconds=poll_seconds, settings=current())
-    app.owns_process = True
     app.start_first_load()
-    freeze_heap()  # everything imported so far lives as long as the process
     try:
         app.run()
     finally:
         backend.close()
     return app.return_code or 0
-
-
-def freeze_heap() -> None:
-    """Move every object alive now out of the garbage collector's reach, for good.
-
-    A full collection walks every tracked object, and Textual, Rich and the frame leave ~100,000 of
-    them alive: on a slow machine one walk held the UI for over 100 ms. Frozen, the modules, the main
-    screen and the loaded memory are never walked again; only what is made afterwards (a Changes
-    screen, its rows and diffs) is, and cyclic garbage made later is still collected. Only for a
-    process that is the frame (`run_frame`), not for tests that build many apps in one process.
-    """
-    gc.freeze()

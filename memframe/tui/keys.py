@@ -2,7 +2,8 @@
 
 Each binding has an id (`memframe.…`); a person remaps it in the settings file's `[keymap]` table,
 by its full id or without the `memframe.` prefix (`save = "ctrl+w"`). The help screen and the README's
-key table are both made here from the same bindings, with that keymap applied.
+key table are both made here from the same bindings, with that keymap applied, and so is the check
+that refuses a keymap which would leave an action with no key (`keymap_problem`).
 
 No widgets are made here; the screens' modules are imported only when the whole table is asked for
 (the help screen, the README test), not before the first paint.
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
+from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 from memframe.tui.keynames import PREFIX, full_keymap, show_keys
 
@@ -117,17 +119,57 @@ def meanings(keymap: Mapping[str, str] | None = None) -> dict[str, set[str]]:
 
 
 def markdown_table(keymap: Mapping[str, str] | None = None) -> str:
-    """The README's key table: one row per key and screen, made from the bindings."""
-    lines = ["| where | key | what it does |", "| --- | --- | --- |"]
+    """The README's key table: one row per key and screen, with the binding id `[keymap]` remaps it by."""
+    lines = ["| where | key | binding id | what it does |", "| --- | --- | --- | --- |"]
     for name, key_rows in every_key(keymap):
         for row in key_rows:
             what = row.description if not row.tooltip else f"{row.description}: {row.tooltip}"
             keys = " / ".join(f"`{k}`" for k in row.keys.split(" / "))
-            lines.append(f"| {name} | {keys} | {what} |")
+            lines.append(f"| {name} | {keys} | `{row.id.removeprefix(PREFIX)}` | {what} |")
     return "\n".join(lines)
 
 
-def unknown_ids(keymap: Mapping[str, str]) -> list[str]:
-    """Keymap ids no binding has: a typo in the settings file, said once rather than ignored."""
-    known = {row.id for _, key_rows in every_key() for row in key_rows}
-    return sorted(name for name in full_keymap(keymap) if name not in known)
+#: The modifiers Textual reads in a key (`ctrl+shift+up`).
+_MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
+#: The keys Textual names that are not characters (`f9`, `escape`, `pageup`, ...).
+_NAMED_KEYS = frozenset(key.value.rpartition("+")[2] for key in Keys if not key.value.startswith("<"))
+
+
+def is_key(key: str) -> bool:
+    """Whether Textual would ever press `key`: modifiers, then a named key or a character
+    (`ctrl+s`, `f9`, `x`, `slash`); `ctrl-s` and `notakey` are not keys."""
+    *modifiers, base = key.split("+")
+    if not base or not _MODIFIERS.issuperset(modifiers):
+        return False
+    return base in _NAMED_KEYS or len(base) == 1 or key_to_character(REPLACED_KEYS.get(base, base)) is not None
+
+
+def keymap_problem(keymap: Mapping[str, str]) -> str | None:
+    """What is wrong with the settings file's `[keymap]`, in one line naming the binding id, or None.
+
+    Each id must be a binding's, each key a key, and no key may do two things on one screen (the
+    App's keys count on every screen): otherwise an action is left with no key while the hints
+    still name one."""
+    written = {(name if name.startswith(PREFIX) else PREFIX + name): name for name in keymap}
+    remapped = full_keymap(keymap)
+    every = screens()
+    known = {b.id for _, bindings in every for b in Binding.make_bindings(bindings)}
+    for full, name in written.items():
+        if full not in known:
+            return f"keymap.{name} names no binding (F1 lists every binding id)"
+        keys = [key.strip() for key in remapped[full].split(",") if key.strip()]
+        bad = next((key for key in keys if not is_key(key)), None) if keys else remapped[full]
+        if bad is not None:
+            return f'keymap.{name}: "{bad}" is not a key (keys are written like "ctrl+s", "f9" or "x")'
+    for screen, bindings in every:
+        doing: dict[str, Binding] = {}
+        for binding in Binding.make_bindings(bindings if screen == "Everywhere" else [*APP_BINDINGS, *bindings]):
+            for key in remapped.get(binding.id or "", binding.key).split(","):
+                other = doing.setdefault(key.strip(), binding)
+                if other.id != binding.id and (binding.id in written or other.id in written):
+                    mine, theirs = (binding, other) if binding.id in written else (other, binding)
+                    return (
+                        f'keymap.{written[mine.id or ""]}: {key.strip()} already does "{theirs.description}" '
+                        f"(binding id {(theirs.id or '').removeprefix(PREFIX)}) in {screen}"
+                    )
+    return None

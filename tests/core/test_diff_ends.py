@@ -1,10 +1,6 @@
-"""`unified_diff_text(ends=…)`: the shared ends a caller already knows (a delta's) spare the search;
-`unified_diff_counted`: the count of lines carried along a chain of texts spares counting from the start.
-
-The promise: the diff is byte for byte the one made without them, whatever pair is given; the
-pair a delta stores for an ASCII edit is taken (the search is really skipped), and any other pair
-is refused by its check and the search is made as before. Carried counts give the same diff
-and the exact count of the older text's lines.
+"""`unified_diff_text` over the edits a history holds: at the ends, within a line, repeated lines, a
+last line without "\\n", walked back over a chain of texts: always the line diff of its pair, byte for
+byte. And the opener reports a delta's shared ends (`Opener.with_ends`) for nothing else.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from hypothesis import strategies as st
 
 from memframe import crypto
 from memframe.core import diffs
-from memframe.core.diffs import unified_diff_counted, unified_diff_text
+from memframe.core.diffs import unified_diff_text
 from tests.test_crypto_delta import KEY, P, W, seal_history
 
 #: Lines that make the ends ambiguous: repeats, empty lines, shared beginnings, a last line without "\n".
@@ -35,30 +31,6 @@ def edited(a: str, edit: tuple[int, int, str]) -> str:
     at, cut, insert = edit
     at %= len(a) + 1
     return a[:at] + insert + a[at + cut :]
-
-
-@settings(max_examples=400, deadline=None)
-@given(TEXTS, st.lists(EDIT, min_size=1, max_size=3), st.integers(0, 4))
-def test_a_deltas_ends_are_taken_and_give_the_same_diff(a: str, edits: list[tuple[int, int, str]], n: int) -> None:
-    b = a
-    for edit in edits:
-        b = edited(b, edit)
-    ends = delta_ends(a, b)
-    if a != b:
-        # Taken, not refused (else this test would only exercise the search), and the same answer.
-        assert diffs._known_ends(a, b, *ends) == diffs._shared_ends(a, b)
-    assert unified_diff_text(a, b, "x", "y", n=n, ends=ends) == unified_diff_text(a, b, "x", "y", n=n)
-
-
-@settings(max_examples=300, deadline=None)
-@given(TEXTS, EDIT, st.integers(-3, 300), st.integers(-3, 300))
-def test_any_other_pair_gives_the_same_diff(a: str, edit: tuple[int, int, str], prefix: int, suffix: int) -> None:
-    b = edited(a, edit)
-    known = diffs._known_ends(a, b, prefix, suffix) if a != b else None
-    if known is not None:  # only the exact pair passes the check
-        assert (prefix, suffix) == delta_ends(a, b)
-    for n in (0, 3):
-        assert unified_diff_text(a, b, "x", "y", n=n, ends=(prefix, suffix)) == unified_diff_text(a, b, "x", "y", n=n)
 
 
 LONG = "".join(f"- fact number {i}\n" for i in range(40))
@@ -87,52 +59,9 @@ LONG = "".join(f"- fact number {i}\n" for i in range(40))
         ("same\nabc\nend\n", "same\nabXbc\nend\n"),
     ],
 )
-def test_edge_cases_take_the_deltas_ends_and_match(old: str, new: str) -> None:
-    ends = delta_ends(old, new)
-    assert diffs._known_ends(old, new, *ends) == diffs._shared_ends(old, new)
+def test_edge_cases_are_the_line_diff(old: str, new: str) -> None:
     for n in (0, 1, 3):
-        assert unified_diff_text(old, new, "x", "y", n=n, ends=ends) == unified_diff_text(old, new, "x", "y", n=n)
-
-
-def test_a_pair_that_is_not_the_most_shared_is_refused() -> None:
-    old, new = LONG, LONG.replace("number 20", "number twenty")
-    prefix, suffix = delta_ends(old, new)
-    for wrong in [(prefix - 1, suffix), (prefix, suffix - 1), (prefix + 1, suffix), (prefix, suffix + 1),
-                  (-1, suffix), (prefix, -1), (len(old), len(old)), (0, 0)]:  # fmt: skip
-        assert diffs._known_ends(old, new, *wrong) is None, wrong
-        assert unified_diff_text(old, new, "x", "y", ends=wrong) == unified_diff_text(old, new, "x", "y")
-
-
-def test_the_same_texts_have_no_diff_whatever_the_ends() -> None:
-    assert unified_diff_text(LONG, LONG, "x", "y", ends=(len(LONG), 0)) == ""
-
-
-@settings(max_examples=300, deadline=None)
-@given(TEXTS, st.lists(EDIT, min_size=1, max_size=3), st.integers(0, 4), st.booleans())
-def test_carried_line_counts_give_the_same_diff_and_the_older_count(
-    b: str, edits: list[tuple[int, int, str]], n: int, with_ends: bool
-) -> None:
-    a = b
-    for edit in edits:
-        a = edited(a, edit)
-    ends = delta_ends(a, b) if with_ends else None
-    expected = unified_diff_text(a, b, "x", "y", n=n)
-    assert unified_diff_counted(a, b, "x", "y", n=n, ends=ends, newlines_b=b.count("\n")) == (expected, a.count("\n"))
-    assert unified_diff_counted(a, b, "x", "y", n=n, ends=ends) == (expected, None)
-
-
-def test_a_chain_of_long_texts_diffed_back_with_carried_counts() -> None:
-    """As `history -p` walks a history: edits near the start and near the end of a long text."""
-    chain = [LONG]
-    for i in (1, 38, 20, 0, 39, 2, 37):
-        chain.append(chain[-1].replace(f"- fact number {i}\n", f"- fact number {i} (edited)\n- and more\n"))
-    newlines: int | None = chain[-1].count("\n")
-    for newer, older in itertools.pairwise(chain[::-1]):
-        diff, newlines = unified_diff_counted(
-            older, newer, "x", "y", ends=delta_ends(older, newer), newlines_b=newlines
-        )
-        assert diff == unified_diff_text(older, newer, "x", "y")
-        assert newlines == older.count("\n")
+        assert unified_diff_text(old, new, "x", "y", n=n) == line_reference(old, new, n)
 
 
 # --- where the ends come from: the opener of a delta ---------------------------------------------
@@ -152,7 +81,6 @@ def test_the_opener_reports_a_deltas_ends_and_nothing_else() -> None:
             assert ends is None, version
         else:
             assert ends == delta_ends(texts[version - 2], text), version
-            assert unified_diff_text(texts[version - 2], text, ends=ends) == unified_diff_text(texts[version - 2], text)
     # A text held from before (opened again) has no ends to report, and a deletion none at all.
     assert opener.with_ends(blobs[2], 3) == (texts[2], None)
     assert opener.with_ends(None, 4) == ("", None)
@@ -176,15 +104,10 @@ def test_a_varied_history_walked_back_gives_the_line_diff_of_every_pair(
     first: str, edits: list[tuple[int, int, str]], n: int
 ) -> None:
     """What `history -p` does over a history (each text the one before, edited; with and without a
-    last newline, ASCII or not): walked newest first with the delta's ends and carried line counts,
-    every diff is the line diff of its pair, byte for byte, as the output was before."""
+    last newline, ASCII or not): walked newest first, every diff is the line diff of its pair."""
     chain = [first]
     for edit in edits:
         chain.append(edited(chain[-1], edit))
-    newlines: int | None = chain[-1].count("\n")
     for newer, older in itertools.pairwise(chain[::-1]):
-        ascii_pair = newer.isascii() and older.isascii()  # a delta's ends count bytes: given only then
-        ends = delta_ends(older, newer) if ascii_pair else None
-        diff, newlines = unified_diff_counted(older, newer, "x", "y", n=n, ends=ends, newlines_b=newlines)
+        diff = unified_diff_text(older, newer, "x", "y", n=n)
         assert diff == ("" if older == newer else line_reference(older, newer, n))
-        assert newlines == older.count("\n")

@@ -15,7 +15,7 @@ from textual.widgets._footer import FooterKey
 
 from memframe import settings
 from memframe.tui.dialogs import ConflictScreen
-from memframe.tui.keys import every_key, markdown_table, meanings, unknown_ids
+from memframe.tui.keys import every_key, markdown_table, meanings
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
 from memframe.tui.screens.memory import MemoryScreen
@@ -159,21 +159,6 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
         assert isinstance(app.screen, ChangesScreen)
 
     drive(app, script)
-    assert unknown_ids({"save": "x", "sav": "y"}) == ["memframe.sav"]
-
-
-def test_a_keymap_id_no_binding_has_is_said_once_the_frame_is_up(stage: Stage, memframe_home: Path) -> None:
-    """Checked after the first paint (it loads every screen to know their ids), but still said."""
-    stage.other.save(TEXT, 0)
-    app = stage.app(settings=frame_settings('[keymap]\nsav = "f9"\n', memframe_home))
-    notes: list[str] = []
-
-    async def script(pilot: Pilot[Any]) -> None:
-        await settle(pilot)
-        notes.extend(str(n.message) for n in app._notifications)
-
-    drive(app, script)
-    assert [n for n in notes if "names no binding" in n and "memframe.sav" in n], notes
 
 
 def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage: Stage) -> None:
@@ -595,26 +580,6 @@ def test_the_editor_made_holding_the_memory_highlights_it_as_markdown(stage: Sta
         assert area._highlight_query is not None and area._highlights  # Textual's own highlight map
 
     drive(app, script, size=(100, 30))
-
-
-def test_a_frame_that_owns_its_process_turns_the_collector_on_once_its_memory_is_shown(stage: Stage) -> None:
-    """`memframe.cli.main` holds garbage collection off while the frame starts; the frame turns it on
-    (after freezing what it built) when the first load has been shown."""
-    import gc
-
-    stage.other.save(TEXT, 0)
-    app = stage.app()
-    app.owns_process = True
-    gc.disable()
-    try:
-
-        async def script(pilot: Pilot[Any]) -> None:
-            assert main_screen(pilot).editor.text == TEXT and gc.isenabled()
-
-        drive(app, script)
-    finally:
-        gc.enable()
-        gc.unfreeze()  # this test process is not the frame: let its heap be collected again
 
 
 def test_a_first_load_still_running_when_the_screen_mounts_is_waited_for(stage: Stage) -> None:

@@ -1,7 +1,9 @@
-"""Help (F1): every key of the screen it was opened on, with what it does, then every key of the frame.
+"""Help (F1): every key of the screen it was opened on, with what it does and its binding id, then
+every key of the frame.
 
 Made from the bindings themselves (`memframe.tui.keys`), with the person's keymap applied, so the
-help says what the keys do today and cannot drift from them. Escape (or F1 again) closes it.
+help says what the keys do today and cannot drift from them; the binding id is what the settings
+file's `[keymap]` names to remap a key. Escape (or F1 again) closes it.
 """
 
 from __future__ import annotations
@@ -16,26 +18,29 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from memframe.tui.keynames import PREFIX
 from memframe.tui.keys import HELP_BINDINGS, KeyRow
 from memframe.tui.widgets.footer import KeyFooter
 
 INTRO = (
     "One key means one thing everywhere; escape always goes back without changing anything. "
     "ctrl+p opens the command palette, which offers every action below and the themes. "
-    "Keys can be remapped by binding id in the settings file's [keymap] table."
+    "Keys can be remapped in the settings file's [keymap] table by the binding id shown beside each key "
+    '(save = "f9").'
 )
 
 
 def key_table(key_rows: list[KeyRow]) -> Table:
-    """Key, what it does, and the longer why (the binding's tooltip)."""
+    """Key, its binding id (what `[keymap]` names), what it does, and the longer why (the binding's tooltip)."""
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold", no_wrap=True)
+    table.add_column(style="dim", no_wrap=True)
     table.add_column()
     for row in key_rows:
         what = Text(row.description, style="bold")
         if row.tooltip:
             what.append(f" — {row.tooltip}", style="")
-        table.add_row(row.keys, what)
+        table.add_row(row.keys, row.id.removeprefix(PREFIX), what)
     return table
 
 

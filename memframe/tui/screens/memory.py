@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.message import Message
 from textual.screen import Screen, ScreenResultType
 from textual.timer import Timer
 from textual.widgets import TextArea
@@ -51,9 +50,6 @@ FIRST_READ_WAIT = 0.25
 
 class MemoryScreen(Screen[None]):
     """Edit the memory; Save, Clear, Undo (via Changes), Reload, switch mode."""
-
-    class Started(Message):
-        """The first load has been shown (or has failed and said so): the frame has started."""
 
     #: No -narrow / -wide / -low / -tall classes here: nothing in the .tcss reflows this screen by them,
     #: and setting them on the first resize restyled every widget of the screen before its first paint.
@@ -279,7 +275,6 @@ class MemoryScreen(Screen[None]):
         if self._first_load is None or not self._first_load.done():
             await self.wait_for_refresh()
         await flows.load(self)
-        self.post_message(self.Started())
 
     # --- what the flows ask of their host (flows.FlowHost) ---------------------------------------
 
