@@ -180,14 +180,14 @@ def test_ctrl_g_opens_changes_at_exactly_the_revision_an_answer_used(stage: Stag
         await settle(pilot)
         changes = app.screen
         assert isinstance(changes, ChangesScreen)
-        assert changes.opened_at == 1 and changes._highlighted() == 1
+        assert changes.opened_at == 1 and changes.table.highlighted() == 1
         assert len(changes.rows) > changes.page_size  # it fetched pages until revision 1 was listed
         await pilot.press("escape")
         await settle(pilot)
         assert app.screen is screen
         await pilot.press("down", "ctrl+g")
         await settle(pilot)
-        assert isinstance(app.screen, ChangesScreen) and app.screen._highlighted() == version
+        assert isinstance(app.screen, ChangesScreen) and app.screen.table.highlighted() == version
 
     drive(app, script)
 

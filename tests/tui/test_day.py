@@ -358,7 +358,7 @@ def seed_history(stage: Stage, count: int) -> None:
 
 
 def cursor_version(screen: ChangesScreen) -> int | None:
-    return screen._highlighted()
+    return screen.table.highlighted()
 
 
 def test_changes_title_home_end_and_downs_across_page_boundaries(stage: Stage) -> None:
@@ -414,8 +414,8 @@ def test_changes_search_every_revisions_text_then_view_one_whole(stage: Stage) -
         screen.query_one("#changes-input", Input).value = "NEEDLE"  # case does not matter
         await pilot.press("enter")
         await settle(pilot)
-        assert not screen.searching
-        assert screen.matches == [297, 200, 103, 6]  # the versions whose text has "needle", newest first
+        assert not screen.search.running
+        assert screen.search.matches == [297, 200, 103, 6]  # the versions whose text has "needle", newest first
         title = text_of(screen.query_one("#changes-title", Static))
         assert "4 revisions contain it" in title
         assert cursor_version(screen) == 297
@@ -461,11 +461,11 @@ def test_changes_search_can_be_cancelled(stage: Stage) -> None:
         await pilot.press("slash")
         screen.query_one("#changes-input", Input).value = "needle"
         await pilot.press("enter")
-        assert held.reading.wait(10) and screen.searching
+        assert held.reading.wait(10) and screen.search.running
         await pilot.press("escape")  # cancels the search, not the screen
         held.go.set()
         await settle(pilot)
-        assert isinstance(app.screen, ChangesScreen) and not screen.searching
+        assert isinstance(app.screen, ChangesScreen) and not screen.search.running
         assert "cancelled" in text_of(screen.query_one("#changes-title", Static))
         await pilot.press("escape")
         await settle(pilot)

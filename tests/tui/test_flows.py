@@ -14,7 +14,6 @@ from textual.widgets import Markdown
 from memframe.core.types import Mode, Operation
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.dialogs.confirm import ConfirmAction
-from memframe.tui.screens.changes import LINES_CACHED, RevisionTable
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.screens.mode import ModeSwitcher
 from tests.tui.conftest import Gate, Refusing, drive
@@ -490,22 +489,6 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, MemoryScreen)
-
-    drive(app, script)
-
-
-def test_walking_the_revisions_keeps_a_few_screens_of_rendered_lines(stage: Stage) -> None:
-    """Every cursor move renders the visible lines afresh; the stale renders are dropped, not kept by the 1,000."""
-    for version in range(60):
-        stage.other.save(f"line {version}\n", version)
-    app = stage.app()
-
-    async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_changes(pilot, 40)
-        table = screen.query_one(RevisionTable)
-        bound = max(LINES_CACHED, 4 * table.size.height)
-        assert table.cursor_row == 40
-        assert 0 < len(table._line_cache) <= bound and len(table._row_render_cache) <= bound
 
     drive(app, script)
 
