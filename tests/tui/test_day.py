@@ -29,7 +29,7 @@ README = Path(__file__).parents[2] / "README.md"
 
 
 def text_of(widget: Static) -> str:
-    return str(widget.render())
+    return str(widget.content)
 
 
 # --- help and keys ---------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
 
 from memframe.core.types import Mode, Operation
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
@@ -438,14 +438,14 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_changes(pilot, 0)
         assert len(screen.rows) == 50 and not screen.complete
-        diff = str(screen.query_one("#diff").render())
+        diff = str(screen.query_one("#diff", Static).content)
         assert "-line 118" in diff and "+line 119" in diff
         await press(pilot, "ctrl+end")  # the cursor nears the end: the next page arrives
         assert len(screen.rows) == 100
         await press(pilot, "ctrl+end")
         assert len(screen.rows) == 120 and screen.complete
         await press(pilot, "c")  # compare the highlighted revision (21) with the current text
-        diff = str(screen.query_one("#diff").render())
+        diff = str(screen.query_one("#diff", Static).content)
         assert "revision 21" in diff and "-line 20" in diff and "+line 119" in diff
         await press(pilot, "escape")
         assert isinstance(app.screen, MemoryScreen)
