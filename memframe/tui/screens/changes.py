@@ -14,7 +14,8 @@ go to the newest and oldest; Downs pressed past the last listed row are owed
 and paid when the next page arrives, so 100 Downs move 100 rows; `/` searches
 the text of every revision, decrypted on this machine on a worker thread,
 with progress and escape to cancel; `v` shows a revision's whole text instead
-of its diff.
+of its diff. The list's widget is `widgets.revision_table`, the search's
+batches and wording `widgets.revision_search`; this screen connects them.
 """
 
 from __future__ import annotations
