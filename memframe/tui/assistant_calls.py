@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from memframe.backend.base import Backend
@@ -81,7 +82,7 @@ class ProposalView:
     made_before_clear: bool
     result: str | None
     problem: str
-    diff: Text
+    diff: RenderableType
 
     @property
     def state(self) -> str:
@@ -113,9 +114,9 @@ def preview(proposal: Proposal, text: str, base_version: int, generation: int | 
             problem = f"Cannot apply: {exc}"
         shown = f"This proposal {BEFORE_CLEAR}." if stale else problem
         return ProposalView(proposal, stale, None, problem, Text(shown, style="bold red"))
-    diff = diff_text(text, result, current, "with this proposal applied")
+    diff: RenderableType = diff_text(text, result, current, "with this proposal applied")
     if stale:
-        diff = Text.assemble((f"This proposal {BEFORE_CLEAR}.\n\n", "bold red"), diff)
+        diff = Group(Text(f"This proposal {BEFORE_CLEAR}.\n", "bold red"), diff)
     return ProposalView(proposal, stale, result, "", diff)
 
 

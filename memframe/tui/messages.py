@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 if TYPE_CHECKING:  # the outcomes' modules load with the screens that use them, not before the first paint
-    from rich.text import Text
+    from rich.console import RenderableType
 
     from memframe.core.errors import MemframeError
     from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
@@ -67,7 +67,7 @@ class PageLoaded(Reply):
 
 
 class DiffReady(Reply):
-    def __init__(self, ticket: int, diff: RevisionDiff, rendered: Text | None) -> None:
+    def __init__(self, ticket: int, diff: RevisionDiff, rendered: RenderableType | None) -> None:
         super().__init__(ticket)
         self.diff = diff
         self.rendered = rendered

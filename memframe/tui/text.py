@@ -9,6 +9,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.text import Text
 
 from memframe.core.diffs import unified_diff
@@ -21,26 +24,51 @@ OVERSIZED_EXPLANATION = (
 )
 
 
-def diff_text(old: str, new: str, old_label: str, new_label: str) -> Text:
+def diff_text(old: str, new: str, old_label: str, new_label: str) -> Text | DiffLines:
     """A coloured unified diff; says so plainly when there is no difference."""
     lines = list(unified_diff(old.splitlines(), new.splitlines(), old_label, new_label, lineterm="", n=2))
     if not lines:
         return Text(f"No differences between {old_label} and {new_label}.", style="dim")
-    out = Text()
-    for line in lines:
-        if line.startswith(("---", "+++")):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "cyan"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        else:
-            style = ""
-        out.append(line + "\n", style=style)
-    out.rstrip()
-    return out
+    return DiffLines(lines)
+
+
+def _diff_style(line: str) -> str:
+    if line.startswith(("---", "+++")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    return {"+": "green", "-": "red"}.get(line[:1], "")
+
+
+class DiffLines:
+    """A unified diff whose long lines wrap under their own `+`, `-` or space, so every row says its side.
+
+    A Rich renderable: it wraps at the width it is given, which only the widget showing it knows.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    @property
+    def plain(self) -> str:
+        return "\n".join(self.lines)
+
+    def __str__(self) -> str:
+        return self.plain
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(1, max((cell_len(line) for line in self.lines), default=1))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        for line in self.lines:
+            style = _diff_style(line)
+            if width < 3 or line[:1] not in "+- " or line.startswith(("---", "+++")):
+                yield Text(line, style=style, overflow="fold")
+                continue
+            sign, body = line[:1], Text(line[1:], style=style)
+            for row in body.wrap(console, width - 1, overflow="fold") or [Text()]:
+                yield Text.assemble((sign, style), row)
 
 
 def size_meter(size: int, width: int = 10) -> Text:

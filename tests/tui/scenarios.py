@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -154,8 +155,7 @@ async def append(pilot: Pilot[Any], text: str) -> None:
 
 async def open_changes(pilot: Pilot[Any], row: int = 0) -> ChangesScreen:
     """ctrl+g, then `row` Downs: Changes with that row (0 is the newest revision) highlighted."""
-    await pilot.press("ctrl+g")
-    await settle(pilot)
+    await press(pilot, "ctrl+g")
     screen = pilot.app.screen
     assert isinstance(screen, ChangesScreen)
     for _ in range(row):
@@ -193,6 +193,20 @@ async def settle(pilot: Pilot[Any]) -> None:
         idle = idle + 1 if busy() == ([], False) else 0
         if idle == 2:
             return
+    raise AssertionError(f"the frame did not settle: {busy()}")
+
+
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    """Press `keys` as the person would, then wait until the frame has settled: one step of a test."""
+    await pilot.press(*keys)
+
+
+async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], what: str, *, bound: float = 10.0) -> None:
+    """Let the frame run until `condition()` holds; fail saying `what` was awaited after `bound` seconds."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {bound:g} s"
+        await pilot.pause(0.01)
 
 
 async def type_text(pilot: Pilot[Any], text: str) -> None:
@@ -233,23 +247,19 @@ async def _conflict(pilot: Pilot[Any], stage: Stage) -> None:
     await _edit(pilot, stage)
     newer = SAMPLE.replace("Ben is on leave until 14 January.", "Ben is back; ask him about billing.")
     stage.other.save(newer, 1)
-    await pilot.press("ctrl+s")
-    await settle(pilot)
+    await press(pilot, "ctrl+s")
 
 
 async def _save_discard_cancel(pilot: Pilot[Any], stage: Stage) -> None:
     await _edit(pilot, stage)
-    await pilot.press("ctrl+q")
-    await settle(pilot)
+    await press(pilot, "ctrl+q")
 
 
 async def _clear_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
     stage.other.save(SAMPLE + "- Added from the other window a moment ago.\n", 1)
-    await pilot.press("ctrl+l")
-    await settle(pilot)
-    await pilot.press("ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
-    await settle(pilot)
+    await press(pilot, "ctrl+l")
+    await press(pilot, "ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
 
 
 def _seed_history(stage: Stage) -> None:
@@ -265,32 +275,26 @@ def _seed_history(stage: Stage) -> None:
 
 async def _changes(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("ctrl+g")
-    await settle(pilot)
-    await pilot.press("down", "down")  # revision 2: the edit
-    await settle(pilot)
+    await press(pilot, "ctrl+g")
+    await press(pilot, "down", "down")  # revision 2: the edit
 
 
 async def _mode_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
     stage.other.set_policy(Mode.AUTO, 0)  # someone switches to Auto while the frame shows Read only
-    await pilot.press("ctrl+o")
-    await settle(pilot)
-    await pilot.press("up", "enter")  # choose Off against the stale revision
-    await settle(pilot)
+    await press(pilot, "ctrl+o")
+    await press(pilot, "up", "enter")  # choose Off against the stale revision
 
 
 async def _offline(pilot: Pilot[Any], stage: Stage) -> None:
     await _edit(pilot, stage)
     stage.frame.down = True
-    await pilot.press("ctrl+s")
-    await settle(pilot)
+    await press(pilot, "ctrl+s")
 
 
 async def _preview(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("ctrl+t")
-    await settle(pilot)
+    await press(pilot, "ctrl+t")
 
 
 def _seed_assistant(stage: Stage) -> None:
@@ -312,24 +316,23 @@ async def ask(pilot: Pilot[Any], message: str) -> None:
     # The send's worker starts only once the exchange is on screen (an awaited mount), so on a loaded
     # machine `settle` could look twice before there is anything to wait for: wait for the exchange
     # to be there and answered first.
-    for _ in range(1000):
-        if len(getattr(screen, "exchanges", ())) > asked and not getattr(screen, "sending", False):
-            break
-        await pilot.pause(0.01)
+    await wait_until(
+        pilot,
+        lambda: len(getattr(screen, "exchanges", ())) > asked and not getattr(screen, "sending", False),
+        f"the answer to {message!r}",
+    )
     await settle(pilot)
 
 
 async def _assistant(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("f2")
-    await settle(pilot)
+    await press(pilot, "f2")
     await ask(pilot, "What do you know?")
 
 
 async def _assistant_capture(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("f2")
-    await settle(pilot)
+    await press(pilot, "f2")
     await ask(pilot, "remember: - Ben prefers tea.")
     stage.other.set_policy(Mode.AUTO, stage.other.get_policy().revision)
     await ask(pilot, "remember: - Aiko is presenting on Friday.")
@@ -348,29 +351,24 @@ def _seed_proposals(stage: Stage) -> None:
 
 async def _proposals(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("f3")
-    await settle(pilot)
+    await press(pilot, "f3")
 
 
 async def _help(pilot: Pilot[Any], stage: Stage) -> None:
     await settle(pilot)
-    await pilot.press("f1")
-    await settle(pilot)
+    await press(pilot, "f1")
 
 
 async def _search(pilot: Pilot[Any], stage: Stage) -> None:
     await _changes(pilot, stage)
-    await pilot.press("slash")
-    await settle(pilot)
+    await press(pilot, "slash")
     pilot.app.screen.query_one(Input).value = "pytest"
-    await pilot.press("enter")
-    await settle(pilot)
+    await press(pilot, "enter")
 
 
 async def _proposal_conflict(pilot: Pilot[Any], stage: Stage) -> None:
     await _proposals(pilot, stage)
-    await pilot.press("down", "a")  # the proposal whose target line was edited since
-    await settle(pilot)
+    await press(pilot, "down", "a")  # the proposal whose target line was edited since
 
 
 SCENARIOS = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -18,15 +19,28 @@ from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
 from memframe.tui.screens.changes import ChangesScreen
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, append, ask, main_screen, settle
+from tests.tui.scenarios import TEXT, Stage, append, ask, main_screen, press
 
 
 async def open_assistant(pilot: Pilot[Any]) -> AssistantScreen:
-    await pilot.press("f2")
-    await settle(pilot)
+    await press(pilot, "f2")
     screen = pilot.app.screen
     assert isinstance(screen, AssistantScreen)
     return screen
+
+
+async def ask_in_pane(pilot: Pilot[Any], message: str) -> AssistantScreen:
+    """Open the Assistant pane (f2) and send `message`; the pane, once the answer is in."""
+    screen = await open_assistant(pilot)
+    await ask(pilot, message)
+    return screen
+
+
+@pytest.fixture
+def text_and_ai(stage: Stage) -> None:
+    """The usual workspace: TEXT saved as version 1 and workspace AI on."""
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
 
 
 def shown(screen: AssistantScreen, index: int = -1) -> str:
@@ -39,14 +53,12 @@ def said(screen: AssistantScreen, selector: str) -> str:
     return str(screen.query_one(selector, Static).content)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_an_answer_shows_the_memory_revision_it_used(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         exchange = screen.conversation.exchanges[0]
         assert exchange.result is not None and "- Aiko prefers short answers." in exchange.result.answer
         assert exchange.revision == 1
@@ -66,8 +78,7 @@ def test_withheld_memory_says_why(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         exchange = screen.conversation.exchanges[0]
         assert exchange.revision is None
         assert exchange.calls[0].status is RecallStatus.OVERSIZED
@@ -76,19 +87,16 @@ def test_withheld_memory_says_why(stage: Stage) -> None:
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_a_conflicted_save_withholds_memory_and_the_draft_is_never_sent(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- a secret draft line\n")
         stage.other.save(TEXT + "- newer\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, ConflictScreen)
-        await pilot.press("e")  # keep editing: the conflict is unresolved
-        await settle(pilot)
+        await press(pilot, "e")  # keep editing: the conflict is unresolved
         screen = await open_assistant(pilot)
         assert "Your unsaved draft is not memory" in said(screen, "#assistant-status")
         await ask(pilot, "what do you know?")
@@ -100,29 +108,25 @@ def test_a_conflicted_save_withholds_memory_and_the_draft_is_never_sent(stage: S
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_memory_off_adds_nothing(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     stage.other.set_policy(Mode.OFF, 0)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         assert "receipt: memory is off: nothing was added" in shown(screen)
         assert screen.conversation.exchanges[0].revision is None
 
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_remembered_is_said_only_for_a_committed_receipt(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "remember: - likes tea")  # Read only: a proposal
+        screen = await ask_in_pane(pilot, "remember: - likes tea")  # Read only: a proposal
         proposal = screen.conversation.exchanges[0]
         assert proposal.result is not None and [o.kind for o in proposal.result.outcomes] == ["proposed"]
         assert "✓ Remembered" not in shown(screen)
@@ -144,9 +148,8 @@ def test_remembered_is_said_only_for_a_committed_receipt(stage: Stage) -> None:
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_a_committed_change_leaves_an_unsaved_draft_alone(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     stage.other.set_policy(Mode.AUTO, 0)
     app = stage.app()
 
@@ -162,32 +165,27 @@ def test_a_committed_change_leaves_an_unsaved_draft_alone(stage: Stage) -> None:
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_ctrl_g_opens_changes_at_exactly_the_revision_an_answer_used(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")  # revision 1
+        screen = await ask_in_pane(pilot, "what do you know?")  # revision 1
         version = 1
         for i in range(60):  # more than a page of Changes
             version = stage.other.save(TEXT + f"- note {i}\n", version).version
         await ask(pilot, "and now?")
         assert [e.revision for e in screen.conversation.exchanges] == [1, version]
         await pilot.press("up")  # from the input: the previous answer
-        await pilot.press("ctrl+g")
-        await settle(pilot)
+        await press(pilot, "ctrl+g")
         changes = app.screen
         assert isinstance(changes, ChangesScreen)
-        assert changes.opened_at == 1 and changes._highlighted() == 1
+        assert changes.opened_at == 1 and changes.table.highlighted() == 1
         assert len(changes.rows) > changes.page_size  # it fetched pages until revision 1 was listed
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.screen is screen
-        await pilot.press("down", "ctrl+g")
-        await settle(pilot)
-        assert isinstance(app.screen, ChangesScreen) and app.screen._highlighted() == version
+        await press(pilot, "down", "ctrl+g")
+        assert isinstance(app.screen, ChangesScreen) and app.screen.table.highlighted() == version
 
     drive(app, script)
 
@@ -197,11 +195,9 @@ def test_an_answer_without_memory_has_no_revision_to_open(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         assert "memory is empty: nothing was added" in shown(screen)
-        await pilot.press("ctrl+g")
-        await settle(pilot)
+        await press(pilot, "ctrl+g")
         assert app.screen is screen
 
     drive(app, script)
@@ -214,13 +210,11 @@ def test_workspace_ai_is_switched_from_the_pane_and_not_by_the_mode(stage: Stage
         policy = stage.other.get_policy()
         screen = await open_assistant(pilot)
         assert "Workspace AI is off" in said(screen, "#assistant-ai")
-        await pilot.press("f4")
-        await settle(pilot)
+        await press(pilot, "f4")
         assert stage.other.get_ai().enabled
         assert "Workspace AI is on" in said(screen, "#assistant-ai")
         assert stage.other.get_policy() == policy  # the mode is a separate setting
-        await pilot.press("f4")
-        await settle(pilot)
+        await press(pilot, "f4")
         assert not stage.other.get_ai().enabled
 
     drive(app, script)
@@ -231,8 +225,7 @@ def test_a_refused_send_becomes_a_message_and_keeps_the_words(stage: Stage) -> N
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "hello")  # AI is off
+        screen = await ask_in_pane(pilot, "hello")  # AI is off
         exchange = screen.conversation.exchanges[0]
         assert isinstance(exchange.error, AIDisabled)
         assert "Not sent: Workspace AI is off" in said(screen, "#assistant-message")
@@ -249,16 +242,13 @@ def test_a_refused_send_becomes_a_message_and_keeps_the_words(stage: Stage) -> N
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_the_conversation_survives_closing_the_pane(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
-        await pilot.press("escape")
-        await settle(pilot)
+        screen = await ask_in_pane(pilot, "what do you know?")
+        await press(pilot, "escape")
         assert app.screen is main_screen(pilot)
         again = await open_assistant(pilot)
         assert again is screen and len(list(again.query(ExchangeItem))) == 1
@@ -284,15 +274,13 @@ def test_the_palette_offers_the_assistant_and_proposals(stage: Stage) -> None:
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_the_assistant_survives_the_servers_idle_eviction(stage: Stage) -> None:
     """The frame's cached key session is evicted after 30 idle minutes; the next send opens a fresh one."""
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         first = stage.frame.key_session()
         stage.clock.now += 31 * 60
         await ask(pilot, "still there?")
@@ -304,25 +292,21 @@ def test_the_assistant_survives_the_servers_idle_eviction(stage: Stage) -> None:
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_taking_the_servers_version_after_a_conflict_gives_the_assistant_memory_again(stage: Stage) -> None:
     """conflict → "Discard my draft, take version N" → recall: memory is provided at N, not withheld."""
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- a draft line\n")
         stage.other.save(TEXT + "- newer\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, ConflictScreen)
         assert app.state.save_state.last.kind == "conflict"
-        await pilot.press("d", "y")  # Discard my draft (confirmed), take version 2
-        await settle(pilot)
+        await press(pilot, "d", "y")  # Discard my draft (confirmed), take version 2
         assert (app.state.base_version, app.state.dirty) == (2, False)
         assert app.state.save_state.last.header() == "saved; version=2"
-        screen = await open_assistant(pilot)
-        await ask(pilot, "what do you know?")
+        screen = await ask_in_pane(pilot, "what do you know?")
         exchange = screen.conversation.exchanges[0]
         assert [(c.status, c.revision) for c in exchange.calls] == [(RecallStatus.PROVIDED, 2)]
         assert exchange.result is not None and "- newer" in exchange.result.answer
@@ -330,26 +314,20 @@ def test_taking_the_servers_version_after_a_conflict_gives_the_assistant_memory_
     drive(app, script)
 
 
+@pytest.mark.usefixtures("text_and_ai")
 def test_reload_then_discard_after_a_conflict_also_resolves_it(stage: Stage) -> None:
-    stage.other.save(TEXT, 0)
-    stage.other.set_ai(True)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- a draft line\n")
         stage.other.save(TEXT + "- newer\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
-        await pilot.press("e")  # keep editing: still a conflict, memory withheld
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
+        await press(pilot, "e")  # keep editing: still a conflict, memory withheld
         assert app.state.save_state.last.kind == "conflict"
-        await pilot.press("ctrl+r")
-        await settle(pilot)
-        await pilot.press("d")  # Save / Discard / Cancel: discard, then the reload takes version 2
-        await settle(pilot)
+        await press(pilot, "ctrl+r")
+        await press(pilot, "d")  # Save / Discard / Cancel: discard, then the reload takes version 2
         assert (app.state.base_version, app.state.dirty) == (2, False)
-        screen = await open_assistant(pilot)
-        await ask(pilot, "remember: - likes tea")
+        screen = await ask_in_pane(pilot, "remember: - likes tea")
         exchange = screen.conversation.exchanges[0]
         assert exchange.calls[0].status is RecallStatus.PROVIDED
         assert exchange.result is not None and exchange.result.outcomes[0].kind == "proposed"

@@ -11,13 +11,12 @@ from textual.pilot import Pilot
 from memframe.core.types import Operation
 from memframe.tui.dialogs import ConfirmClear, SaveDiscardCancel
 from tests.tui.conftest import Gate, drive
-from tests.tui.scenarios import TEXT, Stage, append, settle
+from tests.tui.scenarios import TEXT, Stage, append, press, settle
 
 
 async def confirm(pilot: Pilot[Any]) -> None:
     assert isinstance(pilot.app.screen, ConfirmClear)
-    await pilot.press("shift+tab", "enter")  # Cancel has the focus; move to "Clear memory"
-    await settle(pilot)
+    await press(pilot, "shift+tab", "enter")  # Cancel has the focus; move to "Clear memory"
 
 
 def test_H4_a_failed_save_then_a_clear_then_reconnecting_leaves_memory_empty(stage: Stage) -> None:
@@ -27,15 +26,12 @@ def test_H4_a_failed_save_then_a_clear_then_reconnecting_leaves_memory_empty(sta
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- secret draft\n")
         stage.frame.down = True
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.dirty and app.state.base_version == 1  # the failure changed nothing, kept the draft
         stage.frame.down = False
-        await pilot.press("ctrl+l")
-        await settle(pilot)
+        await press(pilot, "ctrl+l")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "d")
         await confirm(pilot)
         assert (app.state.base_version, app.state.draft, app.state.dirty) == (2, "", False)
 
@@ -57,10 +53,8 @@ def test_C8_discard_before_a_clear_clears_without_saving_the_draft(stage: Stage)
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- draft\n")
-        await pilot.press("ctrl+l")
-        await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "ctrl+l")
+        await press(pilot, "d")
         await confirm(pilot)
         assert app.state.base_version == 2 and not app.state.dirty
 
@@ -75,11 +69,9 @@ def test_C8_cancel_before_a_clear_writes_nothing_and_keeps_the_draft(stage: Stag
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- draft\n")
-        await pilot.press("ctrl+l")
-        await settle(pilot)
+        await press(pilot, "ctrl+l")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert not isinstance(app.screen, ConfirmClear | SaveDiscardCancel)
         assert app.state.dirty and app.state.draft == TEXT + "- draft\n" and app.state.base_version == 1
 

@@ -23,13 +23,13 @@ from memframe.tui.widgets.editor import markdown_highlighting_available
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import MessageLine, StatusBar
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, settle
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, press, settle
 
 README = Path(__file__).parents[2] / "README.md"
 
 
 def text_of(widget: Static) -> str:
-    return str(widget.render())
+    return str(widget.content)
 
 
 # --- help and keys ---------------------------------------------------------------------------------
@@ -40,24 +40,19 @@ def test_f1_opens_help_for_the_current_screen_and_escape_closes_it(stage: Stage)
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("f1")
-        await settle(pilot)
+        await press(pilot, "f1")
         help_screen = app.screen
         assert isinstance(help_screen, HelpScreen) and help_screen.screen_name == "Memory (the editor)"
         here = {row.id: row for row in help_screen.here}
         assert here["memframe.save"].keys == "ctrl+s" and "base version" in here["memframe.save"].tooltip
         assert {"memframe.clear", "memframe.reload", "memframe.help", "memframe.quit"} <= here.keys()
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, MemoryScreen)
-        await pilot.press("ctrl+g")
-        await settle(pilot)
-        await pilot.press("f1")  # help for Changes, and F1 again closes it
-        await settle(pilot)
+        await press(pilot, "ctrl+g")
+        await press(pilot, "f1")  # help for Changes, and F1 again closes it
         assert isinstance(app.screen, HelpScreen) and app.screen.screen_name == "Changes"
         assert "memframe.changes.search" in {row.id for row in app.screen.here}
-        await pilot.press("f1")
-        await settle(pilot)
+        await press(pilot, "f1")
         assert isinstance(app.screen, ChangesScreen)
 
     drive(app, script)
@@ -70,16 +65,13 @@ def test_help_opens_inside_a_dialog_too(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- mine\n")
         stage.other.save(TEXT + "- theirs\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, ConflictScreen)
-        await pilot.press("f1")
-        await settle(pilot)
+        await press(pilot, "f1")
         assert isinstance(app.screen, HelpScreen)
         keys = {row.keys: row.description for row in app.screen.here}
         assert keys["d"] == "Discard my draft" and keys["o"] == "Save over newer"  # the Save conflict's words
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, ConflictScreen) and app.state.dirty
 
     drive(app, script)
@@ -91,18 +83,14 @@ def test_the_undo_conflict_footer_shows_its_own_labels(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("ctrl+g")
-        await settle(pilot)
-        await pilot.press("down")
-        await settle(pilot)
+        await press(pilot, "ctrl+g")
+        await press(pilot, "down")
         stage.other.save("three\n", 2)
-        await pilot.press("u")
-        await settle(pilot)
+        await press(pilot, "u")
         assert isinstance(app.screen, ConflictScreen) and app.screen.revision == 1
         shown = {active.binding.key: active.binding.description for active in app.screen.active_bindings.values()}
         assert (shown["e"], shown["o"], shown["d"]) == ("Edit its text", "Restore over newer", "Keep newer")
-        await pilot.press("d")  # keeping the newer version loses nothing: no question
-        await settle(pilot)
+        await press(pilot, "d")  # keeping the newer version loses nothing: no question
         assert isinstance(app.screen, MemoryScreen) and app.state.base_version == 3
 
     drive(app, script)
@@ -151,11 +139,9 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- remapped\n")
-        await pilot.press("f9")
-        await settle(pilot)
+        await press(pilot, "f9")
         assert (app.state.base_version, app.state.dirty) == (2, False)
-        await pilot.press("f8")
-        await settle(pilot)
+        await press(pilot, "f8")
         assert isinstance(app.screen, ChangesScreen)
 
     drive(app, script)
@@ -224,25 +210,19 @@ def test_messages_name_the_keys_the_keymap_gives(stage: Stage, memframe_home: Pa
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- mine\n")
         stage.other.save(TEXT + "- theirs\n", 1)
-        await pilot.press("f9")
-        await settle(pilot)
+        await press(pilot, "f9")
         assert isinstance(app.screen, ConflictScreen)
-        await pilot.press("e")  # keep editing
-        await settle(pilot)
+        await press(pilot, "e")  # keep editing
         assert "f9 shows the conflict again" in app.state.message and "ctrl+s" not in app.state.message
         stage.frame.down = True
-        await pilot.press("f9")
-        await settle(pilot)
+        await press(pilot, "f9")
         assert "f10 writes it to a file" in app.state.message and "f5" not in app.state.message
         stage.frame.down = False
-        await pilot.press("ctrl+q")  # the unsaved-draft dialog names its own remapped key
-        await settle(pilot)
+        await press(pilot, "ctrl+q")  # the unsaved-draft dialog names its own remapped key
         dialog = " ".join(text_of(w) for w in app.screen.query(Static))
         assert "(f11, d or escape)" in dialog
-        await pilot.press("escape")
-        await settle(pilot)
-        await pilot.press("f2")
-        await settle(pilot)
+        await press(pilot, "escape")
+        await press(pilot, "f2")
         ai = text_of(app.screen.query_one("#assistant-ai", Static))
         assert "f7: on" in ai and "f4" not in ai
 
@@ -343,7 +323,7 @@ def seed_history(stage: Stage, count: int) -> None:
 
 
 def cursor_version(screen: ChangesScreen) -> int | None:
-    return screen._highlighted()
+    return screen.table.highlighted()
 
 
 def test_changes_title_home_end_and_downs_across_page_boundaries(stage: Stage) -> None:
@@ -353,14 +333,11 @@ def test_changes_title_home_end_and_downs_across_page_boundaries(stage: Stage) -
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_changes(pilot)
         assert "1,230 revisions" in text_of(screen.query_one("#changes-title", Static))
-        await pilot.press(*["down"] * 100)  # two page boundaries (50, 100) in one burst of key-repeat
-        await settle(pilot)
+        await press(pilot, *["down"] * 100)  # two page boundaries (50, 100) in one burst of key-repeat
         assert cursor_version(screen) == 1_230 - 100
-        await pilot.press("end")
-        await settle(pilot)
+        await press(pilot, "end")
         assert cursor_version(screen) == 1 and screen.complete and len(screen.rows) == 1_230
-        await pilot.press("home")
-        await settle(pilot)
+        await press(pilot, "home")
         assert cursor_version(screen) == 1_230
 
     drive(app, script)
@@ -376,13 +353,11 @@ def test_changes_go_to_a_version_by_number(stage: Stage) -> None:
         box = screen.query_one("#changes-input", Input)
         assert box.has_focus
         box.value = "12"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert cursor_version(screen) == 12 and not box.display
         await pilot.press("g")
         screen.query_one("#changes-input", Input).value = "9999"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert cursor_version(screen) == 12
         assert "no version 9,999; the newest is 300" in text_of(screen.query_one("#changes-title", Static))
 
@@ -397,22 +372,18 @@ def test_changes_search_every_revisions_text_then_view_one_whole(stage: Stage) -
         screen = await open_changes(pilot)
         await pilot.press("slash")
         screen.query_one("#changes-input", Input).value = "NEEDLE"  # case does not matter
-        await pilot.press("enter")
-        await settle(pilot)
-        assert not screen.searching
-        assert screen.matches == [297, 200, 103, 6]  # the versions whose text has "needle", newest first
+        await press(pilot, "enter")
+        assert not screen.search.running
+        assert screen.search.matches == [297, 200, 103, 6]  # the versions whose text has "needle", newest first
         title = text_of(screen.query_one("#changes-title", Static))
         assert "4 revisions contain it" in title
         assert cursor_version(screen) == 297
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         assert cursor_version(screen) == 200
-        await pilot.press("v")  # the whole text, not the diff
-        await settle(pilot)
+        await press(pilot, "v")  # the whole text, not the diff
         whole = text_of(screen.query_one("#diff", Static))
         assert "line 199\nneedle" in whole and "---" not in whole
-        await pilot.press("v")
-        await settle(pilot)
+        await press(pilot, "v")
         assert "+needle" in text_of(screen.query_one("#diff", Static))
 
     drive(app, script)
@@ -446,14 +417,13 @@ def test_changes_search_can_be_cancelled(stage: Stage) -> None:
         await pilot.press("slash")
         screen.query_one("#changes-input", Input).value = "needle"
         await pilot.press("enter")
-        assert held.reading.wait(10) and screen.searching
+        assert held.reading.wait(10) and screen.search.running
         await pilot.press("escape")  # cancels the search, not the screen
         held.go.set()
         await settle(pilot)
-        assert isinstance(app.screen, ChangesScreen) and not screen.searching
+        assert isinstance(app.screen, ChangesScreen) and not screen.search.running
         assert "cancelled" in text_of(screen.query_one("#changes-title", Static))
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, MemoryScreen)
 
     drive(app, script)
@@ -492,8 +462,7 @@ def test_the_first_load_begun_before_the_app_runs_is_the_one_shown(stage: Stage)
         await settle(pilot)
         assert main_screen(pilot).editor.text == TEXT
         assert backend.loads == 1
-        await pilot.press("ctrl+r")
-        await settle(pilot)
+        await press(pilot, "ctrl+r")
         assert backend.loads == 2
 
     drive(app, script)

@@ -9,16 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from textual.pilot import Pilot
-from textual.widgets import Markdown
+from textual.widgets import Markdown, Static
 
 from memframe.core.types import Mode, Operation
 from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
 from memframe.tui.dialogs.confirm import ConfirmAction
-from memframe.tui.screens.changes import LINES_CACHED, RevisionTable
 from memframe.tui.screens.memory import MemoryScreen
 from memframe.tui.screens.mode import ModeSwitcher
+from memframe.tui.widgets.revision_table import RevisionTable
+from memframe.tui.widgets.table_caches import LINES_CACHED
 from tests.tui.conftest import Gate, Refusing, drive
-from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, settle
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, open_changes, press, settle
 
 # --- load and save ---------------------------------------------------------------------------------
 
@@ -42,8 +43,7 @@ def test_save_acknowledges_the_exact_version(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- Ben is on leave.\n")
         assert app.state.dirty
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert (app.state.base_version, app.state.dirty) == (2, False)
         assert app.state.acknowledged_version == 2
         assert app.state.save_state.last.header() == "saved; version=2"  # what X-Memory-State reads
@@ -59,8 +59,7 @@ def test_first_save_of_a_new_memory_creates_version_one(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         assert app.state.base_version == 0 and not app.state.dirty
         await append(pilot, "- first\n")
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.base_version == 1 and not app.state.dirty
 
     drive(app, script)
@@ -74,8 +73,7 @@ def test_draft_survives_a_failed_save_and_nothing_is_queued(stage: Stage) -> Non
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- offline edit\n")
         stage.frame.down = True
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.dirty and app.state.draft == TEXT + "- offline edit\n"
         assert app.state.base_version == 1 and app.state.acknowledged_version is None
         assert app.state.message.startswith("Not saved") and app.state.message_is_error
@@ -83,8 +81,7 @@ def test_draft_survives_a_failed_save_and_nothing_is_queued(stage: Stage) -> Non
         stage.frame.down = False
         await settle(pilot)  # coming back online sends nothing by itself
         assert stage.other.load().version == 1
-        await pilot.press("ctrl+s")  # only an explicit save writes
-        await settle(pilot)
+        await press(pilot, "ctrl+s")  # only an explicit save writes
         assert (app.state.base_version, app.state.dirty) == (2, False)
 
     drive(app, script)
@@ -99,8 +96,7 @@ def test_auth_failure_keeps_the_draft_and_says_why(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- x\n")
         stage.frame.down = True
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.dirty and "token was revoked" in app.state.message
 
     drive(app, script)
@@ -115,12 +111,10 @@ def test_offline_at_start_says_so_and_reload_recovers(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         assert not app.state.loaded and "Could not load" in app.state.message
         assert main_screen(pilot).editor.area.read_only
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert "not loaded" in app.state.message
         stage.frame.down = False
-        await pilot.press("ctrl+r")
-        await settle(pilot)
+        await press(pilot, "ctrl+r")
         assert app.state.loaded and app.state.base_version == 1 and app.state.draft == TEXT
 
     drive(app, script)
@@ -146,8 +140,7 @@ def test_an_unexpected_backend_exception_becomes_a_message(stage: Stage) -> None
                 return getattr(real, name)
 
         stage.frame._backend = Broken()
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.is_running and app.state.dirty
         assert "disk on fire" in app.state.message
 
@@ -164,20 +157,16 @@ def test_save_conflict_shows_newer_text_and_keeps_the_draft(stage: Stage) -> Non
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- mine\n")
         stage.other.save(TEXT + "- theirs\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, ConflictScreen)
         assert app.screen.server.text == TEXT + "- theirs\n" and app.screen.mine == TEXT + "- mine\n"
         assert app.state.save_state.last.header() == "conflict; version=2"
-        await pilot.press("e")  # keep editing
-        await settle(pilot)
+        await press(pilot, "e")  # keep editing
         assert isinstance(app.screen, MemoryScreen)
         assert (app.state.base_version, app.state.dirty) == (1, True)
-        await pilot.press("ctrl+s")  # the conflict comes back; nothing is overwritten silently
-        await settle(pilot)
+        await press(pilot, "ctrl+s")  # the conflict comes back; nothing is overwritten silently
         assert isinstance(app.screen, ConflictScreen)
-        await pilot.press("o")  # explicitly save over the newer version
-        await settle(pilot)
+        await press(pilot, "o")  # explicitly save over the newer version
         assert (app.state.base_version, app.state.dirty) == (3, False)
 
     drive(app, script)
@@ -191,16 +180,12 @@ def test_save_conflict_discard_takes_the_newer_version(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- mine\n")
         stage.other.save(TEXT + "- theirs\n", 1)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
-        await pilot.press("d")  # one key cannot lose a draft: it asks first
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
+        await press(pilot, "d")  # one key cannot lose a draft: it asks first
         assert isinstance(app.screen, ConfirmAction) and app.state.dirty
-        await pilot.press("escape")  # back: nothing is lost
-        await settle(pilot)
+        await press(pilot, "escape")  # back: nothing is lost
         assert isinstance(app.screen, ConflictScreen) and app.state.dirty
-        await pilot.press("d", "y")
-        await settle(pilot)
+        await press(pilot, "d", "y")
         assert (app.state.base_version, app.state.dirty) == (2, False)
         assert main_screen(pilot).editor.text == TEXT + "- theirs\n"
 
@@ -217,16 +202,12 @@ def test_quit_asks_save_discard_cancel(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- unsaved\n")
-        await pilot.press("ctrl+q")
-        await settle(pilot)
+        await press(pilot, "ctrl+q")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("escape")  # cancel: stay, draft intact
-        await settle(pilot)
+        await press(pilot, "escape")  # cancel: stay, draft intact
         assert app.is_running and app.state.dirty
-        await pilot.press("ctrl+q")
-        await settle(pilot)
-        await pilot.press("s")  # save, then leave
-        await settle(pilot)
+        await press(pilot, "ctrl+q")
+        await press(pilot, "s")  # save, then leave
 
     drive(app, script)
     assert app.return_code == 0
@@ -239,10 +220,8 @@ def test_quit_discarding_writes_nothing(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- unsaved\n")
-        await pilot.press("ctrl+q")
-        await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "ctrl+q")
+        await press(pilot, "d")
 
     drive(app, script)
     assert app.return_code == 0 and stage.other.load().version == 1
@@ -298,11 +277,9 @@ def test_reload_with_unsaved_changes_asks_first(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- unsaved\n")
         stage.other.save("newer\n", 1)
-        await pilot.press("ctrl+r")
-        await settle(pilot)
+        await press(pilot, "ctrl+r")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "d")
         assert (app.state.base_version, app.state.draft, app.state.dirty) == (2, "newer\n", False)
 
     drive(app, script)
@@ -312,11 +289,9 @@ def test_reload_with_unsaved_changes_asks_first(stage: Stage) -> None:
 
 
 async def confirm_clear(pilot: Pilot[Any]) -> None:
-    await pilot.press("ctrl+l")
-    await settle(pilot)
+    await press(pilot, "ctrl+l")
     assert isinstance(pilot.app.screen, ConfirmClear)
-    await pilot.press("ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
-    await settle(pilot)
+    await press(pilot, "ctrl+l")  # Cancel has the focus; ctrl+l (Clear) again confirms
 
 
 def test_clear_empties_memory_and_advances_the_generation(stage: Stage) -> None:
@@ -338,10 +313,8 @@ def test_clear_cancelled_writes_nothing(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("ctrl+l")
-        await settle(pilot)
-        await pilot.press("enter")  # Cancel has the focus
-        await settle(pilot)
+        await press(pilot, "ctrl+l")
+        await press(pilot, "enter")  # Cancel has the focus
         assert app.state.base_version == 1 and "nothing was written" in app.state.message
 
     drive(app, script)
@@ -354,14 +327,11 @@ def test_clear_resolves_an_unsaved_draft_first(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- draft\n")
-        await pilot.press("ctrl+l")
-        await settle(pilot)
+        await press(pilot, "ctrl+l")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("s")  # save the draft first (version 2), then confirm the Clear
-        await settle(pilot)
+        await press(pilot, "s")  # save the draft first (version 2), then confirm the Clear
         assert isinstance(app.screen, ConfirmClear) and app.state.base_version == 2
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert app.state.base_version == 3
 
     drive(app, script)
@@ -381,8 +351,7 @@ def test_clear_that_loses_the_race_writes_nothing_and_offers_retry(stage: Stage)
         assert stage.other.load().version == 2 and stage.other.get_policy().clear_generation == 0
         assert (app.state.base_version, app.state.draft) == (2, TEXT + "- newer\n")
         assert main_screen(pilot).editor.text == TEXT + "- newer\n"
-        await pilot.press("escape")  # keep the newer text: still nothing written
-        await settle(pilot)
+        await press(pilot, "escape")  # keep the newer text: still nothing written
         assert stage.other.load().version == 2 and "nothing was cleared" in app.state.message
 
     drive(app, script)
@@ -397,8 +366,7 @@ def test_retry_clear_is_explicit_and_against_the_newer_version(stage: Stage) -> 
         stage.other.save(TEXT + "- newer\n", 1)
         await confirm_clear(pilot)
         assert isinstance(app.screen, ClearConflict)
-        await pilot.press("ctrl+l")  # Retry Clear: ctrl+l means Clear everywhere
-        await settle(pilot)
+        await press(pilot, "ctrl+l")  # Retry Clear: ctrl+l means Clear everywhere
         assert (app.state.base_version, app.state.draft) == (3, "")
 
     drive(app, script)
@@ -416,8 +384,7 @@ def test_undo_after_clear_restores_text_without_rewinding_the_generation(stage: 
     async def script(pilot: Pilot[Any]) -> None:
         assert app.state.base_version == 2 and app.state.draft == ""
         await open_changes(pilot, 1)  # revision 1
-        await pilot.press("u")
-        await settle(pilot)
+        await press(pilot, "u")
         assert isinstance(app.screen, MemoryScreen)
         assert (app.state.base_version, app.state.draft, app.state.dirty) == (3, TEXT, False)
         assert main_screen(pilot).editor.text == TEXT
@@ -436,12 +403,10 @@ def test_undo_conflict_is_handled_like_save(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await open_changes(pilot, 1)
         stage.other.save("three\n", 2)
-        await pilot.press("u")
-        await settle(pilot)
+        await press(pilot, "u")
         assert isinstance(app.screen, ConflictScreen) and app.screen.revision == 1
         assert stage.other.load().text == "three\n"
-        await pilot.press("o")  # explicitly restore over the newer version
-        await settle(pilot)
+        await press(pilot, "o")  # explicitly restore over the newer version
         assert (app.state.base_version, app.state.draft) == (4, TEXT)
 
     drive(app, script)
@@ -456,11 +421,9 @@ def test_undo_with_unsaved_draft_asks_first(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "draft\n")
         await open_changes(pilot, 1)
-        await pilot.press("u")
-        await settle(pilot)
+        await press(pilot, "u")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.state.dirty and app.state.base_version == 2
 
     drive(app, script)
@@ -475,20 +438,16 @@ def test_changes_load_page_by_page_and_diff(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_changes(pilot, 0)
         assert len(screen.rows) == 50 and not screen.complete
-        diff = str(screen.query_one("#diff").render())
+        diff = str(screen.query_one("#diff", Static).content)
         assert "-line 118" in diff and "+line 119" in diff
-        await pilot.press("ctrl+end")  # the cursor nears the end: the next page arrives
-        await settle(pilot)
+        await press(pilot, "ctrl+end")  # the cursor nears the end: the next page arrives
         assert len(screen.rows) == 100
-        await pilot.press("ctrl+end")
-        await settle(pilot)
+        await press(pilot, "ctrl+end")
         assert len(screen.rows) == 120 and screen.complete
-        await pilot.press("c")  # compare the highlighted revision (21) with the current text
-        await settle(pilot)
-        diff = str(screen.query_one("#diff").render())
+        await press(pilot, "c")  # compare the highlighted revision (21) with the current text
+        diff = str(screen.query_one("#diff", Static).content)
         assert "revision 21" in diff and "-line 20" in diff and "+line 119" in diff
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, MemoryScreen)
 
     drive(app, script)
@@ -517,11 +476,9 @@ def test_mode_switch_is_a_compare_and_set(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("ctrl+o")
-        await settle(pilot)
+        await press(pilot, "ctrl+o")
         assert isinstance(app.screen, ModeSwitcher)
-        await pilot.press("down", "enter")  # Read only → Auto
-        await settle(pilot)
+        await press(pilot, "down", "enter")  # Read only → Auto
         assert isinstance(app.screen, MemoryScreen)
         assert app.state.policy is not None and app.state.policy.mode is Mode.AUTO
 
@@ -535,17 +492,14 @@ def test_mode_conflict_changes_nothing_and_shows_the_current_mode(stage: Stage) 
 
     async def script(pilot: Pilot[Any]) -> None:
         stage.other.set_policy(Mode.AUTO, 0)
-        await pilot.press("ctrl+o")
-        await settle(pilot)
-        await pilot.press("up", "enter")  # Off, against the stale revision 0
-        await settle(pilot)
+        await press(pilot, "ctrl+o")
+        await press(pilot, "up", "enter")  # Off, against the stale revision 0
         screen = app.screen
         assert isinstance(screen, ModeSwitcher)
         assert screen.policy.mode is Mode.AUTO and screen.policy.revision == 1
         assert "changed the mode first" in str(screen.query_one("#mode-message").render())
         assert stage.other.get_policy().mode is Mode.AUTO
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.state.policy is not None and app.state.policy.mode is Mode.AUTO
 
     drive(app, script)
@@ -560,12 +514,10 @@ def test_preview_renders_the_draft(stage: Stage) -> None:
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("ctrl+t")
-        await settle(pilot)
+        await press(pilot, "ctrl+t")
         markdown = main_screen(pilot).query_one(Markdown)
         assert markdown.is_on_screen and markdown.source == "# Heading\n\nbody\n"
-        await pilot.press("ctrl+t")
-        await settle(pilot)
+        await press(pilot, "ctrl+t")
         assert main_screen(pilot).editor.area.has_focus
 
     drive(app, script)
@@ -580,8 +532,7 @@ def test_oversized_draft_warns_and_still_saves_intact(stage: Stage) -> None:
         warning = main_screen(pilot).query_one("#size-warning")
         assert app.state.oversized and warning.display
         assert "not given to the Assistant" in str(warning.render())
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.base_version == 1
 
     drive(app, script)
@@ -613,12 +564,10 @@ def test_a_deleted_document_is_restored_only_by_an_explicit_choice(stage: Stage,
     async def script(pilot: Pilot[Any]) -> None:
         assert app.state.deleted and app.state.base_version == 2
         await append(pilot, "- back\n")
-        await pilot.press("ctrl+s")  # a plain save does not revive a deleted document
-        await settle(pilot)
+        await press(pilot, "ctrl+s")  # a plain save does not revive a deleted document
         assert isinstance(app.screen, ConflictScreen) and app.screen.server.deleted
         assert stage.other.load().deleted
-        await pilot.press("o")  # the explicit choice restores it
-        await settle(pilot)
+        await press(pilot, "o")  # the explicit choice restores it
         assert (app.state.base_version, app.state.deleted, app.state.dirty) == (3, False, False)
 
     drive(app, script)
@@ -648,19 +597,15 @@ def test_quit_with_a_draft_the_server_refuses_offers_a_file(stage: Stage, memfra
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- my unsaveable line\n")
         stage.frame.down = True
-        await pilot.press("ctrl+q")
-        await settle(pilot)
+        await press(pilot, "ctrl+q")
         dialog = app.screen
         assert isinstance(dialog, SaveDiscardCancel) and not dialog.offer_file  # nothing has failed yet
-        await pilot.press("w")  # not offered yet: does nothing
-        await settle(pilot)
+        await press(pilot, "w")  # not offered yet: does nothing
         assert app.screen is dialog
-        await pilot.press("s")  # Save: refused (revoked token)
-        await settle(pilot)
+        await press(pilot, "s")  # Save: refused (revoked token)
         again = app.screen
         assert isinstance(again, SaveDiscardCancel) and again.offer_file and app.is_running
-        await pilot.press("w")
-        await settle(pilot)
+        await press(pilot, "w")
 
     drive(app, script)
     assert app.return_code == 0
@@ -679,20 +624,16 @@ def test_a_failed_save_says_f4_writes_the_draft_to_a_file(stage: Stage, memframe
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- offline edit\n")
         stage.frame.down = True
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert "f5 writes it to a file" in app.state.message and app.state.save_failed
-        await pilot.press("f5")
-        await settle(pilot)
+        await press(pilot, "f5")
         [written] = list((memframe_home / "drafts").iterdir())
         assert f"Your draft is in {written} (mode 0600" in app.state.message
         assert app.state.dirty  # the editor keeps the draft; the file is a copy
-        await pilot.press("f5")  # a second copy never overwrites the first
-        await settle(pilot)
+        await press(pilot, "f5")  # a second copy never overwrites the first
         assert len(list((memframe_home / "drafts").iterdir())) == 2
         stage.frame.down = False
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert (app.state.base_version, app.state.save_failed) == (2, False)
 
     drive(app, script)
@@ -762,8 +703,7 @@ def test_a_version_saved_elsewhere_never_replaces_a_draft(stage: Stage) -> None:
         app.state.say("")
         await poll(pilot)  # the same newer version is not said again on every tick
         assert app.state.message == ""
-        await pilot.press("ctrl+s")  # the usual conflict view, nothing written behind the person's back
-        await settle(pilot)
+        await press(pilot, "ctrl+s")  # the usual conflict view, nothing written behind the person's back
         assert isinstance(app.screen, ConflictScreen)
 
     drive(app, script)
@@ -833,12 +773,10 @@ def test_quit_while_the_poll_cannot_reach_the_server_offers_the_file_at_once(sta
         await append(pilot, "- draft\n")
         stage.frame.down = True
         await poll(pilot)
-        await pilot.press("ctrl+q")
-        await settle(pilot)
+        await press(pilot, "ctrl+q")
         dialog = app.screen
         assert isinstance(dialog, SaveDiscardCancel) and dialog.offer_file
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.is_running and app.state.dirty
 
     drive(app, script)

@@ -15,7 +15,7 @@ from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
 from memframe.tui.dialogs.confirm import ConfirmAction
 from memframe.tui.screens.proposals import ProposalsScreen
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, append, main_screen, settle
+from tests.tui.scenarios import TEXT, Stage, append, main_screen, press
 
 
 def propose(stage: Stage, message: str) -> str:
@@ -28,8 +28,7 @@ def propose(stage: Stage, message: str) -> str:
 
 
 async def open_proposals(pilot: Pilot[Any]) -> ProposalsScreen:
-    await pilot.press("f3")
-    await settle(pilot)
+    await press(pilot, "f3")
     screen = pilot.app.screen
     assert isinstance(screen, ProposalsScreen)
     return screen
@@ -66,8 +65,7 @@ def test_apply_is_a_normal_save_and_the_editor_shows_it(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert app.screen is screen
         assert f"Applied proposal {proposal}: the server acknowledged version 2" in said(screen)
         assert (app.state.base_version, app.state.dirty) == (2, False)
@@ -92,8 +90,7 @@ def test_a_proposal_made_before_a_clear_is_refused_with_the_reason(stage: Stage)
         screen = await open_proposals(pilot)
         view = screen._highlighted()
         assert view is not None and view.made_before_clear and view.state == "before a Clear"
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert "made before the memory was cleared, so it cannot be applied" in said(screen)
         assert app.state.base_version == 2
 
@@ -110,8 +107,7 @@ def test_a_clear_after_the_list_was_read_is_refused_by_the_backend(stage: Stage)
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
         stage.other.clear(1)  # another window clears; this list still shows the proposal as ready
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert isinstance(app.screen, ProposalsScreen)
         assert "Not applied: This proposal was made before the memory was cleared" in said(screen)
         assert app.state.message_is_error
@@ -132,8 +128,7 @@ def test_a_changed_target_line_shows_as_a_conflict(stage: Stage) -> None:
         view = screen._highlighted()
         assert view is not None and view.state == "conflict" and view.result is None
         assert "is no longer in version 2" in str(screen.query_one("#proposal-diff", Static).content)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert "Not applied — conflict: the line this proposal changes" in said(screen)
         assert "is no longer in version 2" in said(screen)
 
@@ -150,14 +145,12 @@ def test_a_newer_version_opens_the_conflict_view_and_applies_only_when_asked(sta
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
         stage.other.save(TEXT + "- from another window\n", 1)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         dialog = app.screen
         assert isinstance(dialog, ConflictScreen) and dialog.proposal is not None
         assert dialog.mine == TEXT + "- from another window\n- likes tea\n"  # applied to the newer text
         assert stage.other.load().version == 2  # nothing written yet
-        await pilot.press("o")
-        await settle(pilot)
+        await press(pilot, "o")
         assert app.screen is screen
         assert (app.state.base_version, app.state.dirty) == (3, False)
 
@@ -174,11 +167,9 @@ def test_keeping_the_newer_version_applies_nothing(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await open_proposals(pilot)
         stage.other.save(TEXT + "- from another window\n", 1)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert isinstance(app.screen, ConflictScreen)
-        await pilot.press("d")  # keep version 2
-        await settle(pilot)
+        await press(pilot, "d")  # keep version 2
         assert (app.state.base_version, app.state.draft) == (2, TEXT + "- from another window\n")
 
     drive(app, script)
@@ -194,17 +185,13 @@ def test_an_unsaved_draft_is_settled_before_applying(stage: Stage) -> None:
     async def script(pilot: Pilot[Any]) -> None:
         await append(pilot, "- my draft\n")
         screen = await open_proposals(pilot)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert isinstance(app.screen, SaveDiscardCancel)
-        await pilot.press("escape")  # cancel: nothing is applied, the draft stays
-        await settle(pilot)
+        await press(pilot, "escape")  # cancel: nothing is applied, the draft stays
         assert app.screen is screen and app.state.dirty and stage.other.load().version == 1
         assert pending(stage) == [proposal]
-        await pilot.press("a")
-        await settle(pilot)
-        await pilot.press("s")  # save the draft first, then apply on top of it
-        await settle(pilot)
+        await press(pilot, "a")
+        await press(pilot, "s")  # save the draft first, then apply on top of it
         assert (app.state.base_version, app.state.dirty) == (3, False)
 
     drive(app, script)
@@ -219,17 +206,13 @@ def test_dismiss_drops_a_proposal_without_touching_memory(stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
-        await pilot.press("x")  # a dismissed proposal cannot come back: it asks first
-        await settle(pilot)
+        await press(pilot, "x")  # a dismissed proposal cannot come back: it asks first
         assert isinstance(app.screen, ConfirmAction) and len(stage.other.proposals()) == 1
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.screen is screen and len(stage.other.proposals()) == 1
-        await pilot.press("x", "y")
-        await settle(pilot)
+        await press(pilot, "x", "y")
         assert "Dismissed proposal" in said(screen) and screen.views == {}
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert app.screen is main_screen(pilot)
 
     drive(app, script)
@@ -253,8 +236,7 @@ def test_an_apply_that_landed_but_could_not_be_marked_says_applied_as_version_n(
 
     async def script(pilot: Pilot[Any]) -> None:
         screen = await open_proposals(pilot)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         words = said(screen)
         assert f"Proposal {proposal}: Applied as version 2; could not mark the proposal applied" in words
         assert "Not applied" not in words and "Nothing changed" not in words
@@ -263,8 +245,7 @@ def test_an_apply_that_landed_but_could_not_be_marked_says_applied_as_version_n(
         assert main_screen(pilot).editor.text == TEXT + "- likes tea\n"
         await pilot.press("escape")
         await append(pilot, "- and my own line\n")
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert (app.state.base_version, app.state.dirty) == (3, False)  # no conflict with its own apply
 
     drive(app, script)

@@ -24,7 +24,7 @@ from memframe.tui.screens.mode import ModeSwitcher
 from memframe.tui.screens.proposals import ProposalsScreen
 from tests.conftest import FakeClock, World
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, open_changes, settle
+from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, open_changes, press
 from tests.tui.test_flows import confirm_clear
 
 remote_kinds = pytest.importorskip(
@@ -58,17 +58,14 @@ def test_save_conflict_and_explicit_overwrite_over_http(remote_stage: Stage) -> 
     async def script(pilot: Pilot[Any]) -> None:
         assert app.state.base_version == 1 and app.state.location.startswith("http://")
         await append(pilot, "- mine\n")
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert (app.state.base_version, app.state.dirty, app.state.acknowledged_version) == (2, False, 2)
         await append(pilot, "- more\n")
         stage.other.save("theirs\n", 2)
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, ConflictScreen) and app.screen.server.text == "theirs\n"
         assert app.state.save_state.last.header() == "conflict; version=3"
-        await pilot.press("o")
-        await settle(pilot)
+        await press(pilot, "o")
         assert (app.state.base_version, app.state.dirty) == (4, False)
 
     drive(app, script)
@@ -85,12 +82,10 @@ def test_clear_race_retry_then_undo_over_http(remote_stage: Stage) -> None:
         await confirm_clear(pilot)
         assert isinstance(app.screen, ClearConflict)
         assert stage.other.get_policy().clear_generation == 0 and stage.other.load().version == 2
-        await pilot.press("ctrl+l")  # explicit Retry Clear against version 2
-        await settle(pilot)
+        await press(pilot, "ctrl+l")  # explicit Retry Clear against version 2
         assert (app.state.base_version, app.state.draft) == (3, "")
         await open_changes(pilot, 2)  # revision 1
-        await pilot.press("u")
-        await settle(pilot)
+        await press(pilot, "u")
         assert (app.state.base_version, app.state.draft) == (4, TEXT)
 
     drive(app, script)
@@ -104,10 +99,8 @@ def test_mode_conflict_over_http(remote_stage: Stage) -> None:
 
     async def script(pilot: Pilot[Any]) -> None:
         stage.other.set_policy(Mode.OFF, 0)
-        await pilot.press("ctrl+o")
-        await settle(pilot)
-        await pilot.press("down", "enter")  # Auto, against the stale revision
-        await settle(pilot)
+        await press(pilot, "ctrl+o")
+        await press(pilot, "down", "enter")  # Auto, against the stale revision
         assert isinstance(app.screen, ModeSwitcher) and app.screen.policy.mode is Mode.OFF
 
     drive(app, script)
@@ -122,18 +115,15 @@ def test_assistant_receipt_and_proposal_apply_over_http(remote_stage: Stage) -> 
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("f2")
-        await settle(pilot)
+        await press(pilot, "f2")
         screen = app.screen
         assert isinstance(screen, AssistantScreen)
         await ask(pilot, "what do you know?")
         await ask(pilot, "remember: - likes tea")
         assert [e.revision for e in screen.conversation.exchanges] == [1, 1]
-        await pilot.press("f3")
-        await settle(pilot)
+        await press(pilot, "f3")
         assert isinstance(app.screen, ProposalsScreen)
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert (app.state.base_version, app.state.dirty) == (2, False)
 
     drive(app, script)
@@ -149,20 +139,16 @@ def test_edits_and_assistant_turns_across_a_key_session_eviction_over_http(remot
     app = stage.app()
 
     async def script(pilot: Pilot[Any]) -> None:
-        await pilot.press("f2")
-        await settle(pilot)
+        await press(pilot, "f2")
         screen = app.screen
         assert isinstance(screen, AssistantScreen)
         await ask(pilot, "what do you know?")
         first = stage.frame.key_session()
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         stage.clock.now += 31 * 60  # half an hour idle: the server forgets the key
-        await pilot.press("end", *"- likes jam", "enter", "ctrl+s")
-        await settle(pilot)
+        await press(pilot, "end", *"- likes jam", "enter", "ctrl+s")
         assert (app.state.base_version, app.state.dirty) == (2, False)
-        await pilot.press("f2")
-        await settle(pilot)
+        await press(pilot, "f2")
         await ask(pilot, "and now?")
         assert [e.revision for e in screen.conversation.exchanges] == [1, 2]
         assert all(e.error is None for e in screen.conversation.exchanges)

@@ -10,7 +10,7 @@ from memframe.core.types import MEMORY_PATH
 from memframe.tui.screens.memory import MemoryScreen
 from tests.reliability.support import raw
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, settle
+from tests.tui.scenarios import TEXT, Stage, press
 
 
 def test_a_rolled_back_server_is_refused_and_the_draft_is_kept(stage: Stage) -> None:
@@ -29,8 +29,7 @@ def test_a_rolled_back_server_is_refused_and_the_draft_is_kept(stage: Stage) -> 
         area.move_cursor(area.document.end)
         area.insert("- a draft worth keeping\n")
         await pilot.pause()
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.state.dirty and "a draft worth keeping" in app.state.draft
         assert "version 1" in app.state.message and "version 2" in app.state.message
         assert "rolled back" in app.state.message and "\n" not in app.state.message

@@ -14,23 +14,23 @@ go to the newest and oldest; Downs pressed past the last listed row are owed
 and paid when the next page arrives, so 100 Downs move 100 rows; `/` searches
 the text of every revision, decrypted on this machine on a worker thread,
 with progress and escape to cancel; `v` shows a revision's whole text instead
-of its diff.
+of its diff. The list's widget is `widgets.revision_table`, the search's
+batches and wording `widgets.revision_search`; this screen connects them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
-from textual import events, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
-from textual.worker import get_current_worker
 
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
@@ -38,101 +38,16 @@ from memframe.tui import calls
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
 from memframe.tui.state import DocumentState
-from memframe.tui.text import diff_text, human_size, operation, when, who
+from memframe.tui.text import diff_text, human_size, operation, who
 from memframe.tui.widgets.footer import KeyFooter
+from memframe.tui.widgets.revision_search import RevisionSearch, SearchProgress, search_job
+from memframe.tui.widgets.revision_table import RevisionTable
 
 PAGE_SIZE = 50
 #: Pages asked for while seeking a revision far down the list (End, go to, a search hit), up to the API's cap.
 SEEK_PAGE_SIZE = 1000
-#: Revisions a search decrypts between two progress reports (and two looks at "cancelled?").
-SEARCH_BATCH = 50
 #: Start fetching the next page when the cursor is this close to the last loaded row.
 PREFETCH_ROWS = 5
-#: The fewest rendered lines and cells the revisions list keeps cached (more on a taller screen).
-LINES_CACHED = 64
-CELLS_CACHED = 1024
-
-
-class RevisionTable(DataTable[str]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("home", "screen.newest", "Newest", tooltip="The newest revision", show=False,
-                id="memframe.changes.newest"),
-        Binding("end", "screen.oldest", "Oldest", tooltip="The oldest revision (lists every page first)",
-                show=False, id="memframe.changes.oldest"),
-    ]  # fmt: skip
-
-    """The revisions list: a DataTable whose render caches hold a few screens of lines, not thousands.
-
-    DataTable keys each cached line by the cursor's position, so every cursor move renders the
-    visible lines afresh and the stale ones stay cached, up to 1,000 lines and 10,000 cells: tens of
-    thousands of objects that every full garbage collection walks and, once they are dropped, frees
-    in one go (over 100 ms of a walk down the list on a slow machine). Bounded by what is on screen,
-    the table draws exactly the same; it only forgets renders that no cursor position shows any more.
-    """
-
-    def on_resize(self, event: events.Resize) -> None:
-        lines = max(LINES_CACHED, 4 * event.size.height)
-        sizes = {
-            "_row_render_cache": lines,
-            "_line_cache": lines,
-            "_row_renderable_cache": lines,
-            "_cell_render_cache": max(CELLS_CACHED, lines * len(self.columns)),
-        }
-        for name, size in sizes.items():
-            # DataTable's own caches (not public API): a Textual that renames one keeps its default size.
-            cache = getattr(self, name, None)
-            if cache is not None and hasattr(cache, "maxsize"):
-                cache.maxsize = size
-
-    def action_cursor_down(self) -> None:
-        """Down past the last listed row is owed, not lost, while older revisions are still to come."""
-        screen = self.screen
-        if isinstance(screen, ChangesScreen) and self.cursor_row >= self.row_count - 1 and screen.owe(1):
-            return
-        super().action_cursor_down()
-
-    def action_page_down(self) -> None:
-        screen = self.screen
-        page = max(1, self.scrollable_content_region.height - (self.header_height if self.show_header else 0))
-        short = self.cursor_row + page - (self.row_count - 1)
-        if isinstance(screen, ChangesScreen) and short > 0 and screen.owe(short):
-            self.move_cursor(row=self.row_count - 1)
-            return
-        super().action_page_down()
-
-
-class SearchProgress(Message, bubble=False):
-    """A search has read `done` of `total` revisions; `found` are the versions (newest first) containing it."""
-
-    def __init__(self, ticket: int, query: str, done: int, total: int, found: list[int], error: str | None = None,
-                 finished: bool = False) -> None:  # fmt: skip
-        super().__init__()
-        self.ticket = ticket
-        self.query = query
-        self.done = done
-        self.total = total
-        self.found = found
-        self.error = error
-        self.finished = finished
-
-
-def search_revisions(backend: Backend, query: str, newest: int, report: Callable[[int, list[int]], bool]) -> list[int]:
-    """The versions (newest first) whose text contains `query`, ignoring case; decrypted here, batch by batch.
-
-    `report(done, found)` runs after each batch; it returns False to stop (the person cancelled).
-    Reads a batch at a time (one transaction locally, one request remotely), not a round trip per revision.
-    """
-    needle = query.casefold()
-    found: list[int] = []
-    done = 0
-    for top in range(newest, 0, -SEARCH_BATCH):
-        versions = list(range(top, max(0, top - SEARCH_BATCH), -1))
-        texts = backend.read_revisions(versions)
-        found.extend(v for v in versions if needle in texts.get(v, "").casefold())
-        done += len(versions)
-        if not report(done, list(found)):
-            break
-    return found
 
 
 class ChangesScreen(Screen[int | None]):
@@ -182,30 +97,27 @@ class ChangesScreen(Screen[int | None]):
         self.owed = 0
         #: What the input box is for while shown: "goto" or "search".
         self.asking: str | None = None
-        self.search_query: str | None = None
-        self.matches: list[int] = []
-        self.searching = False
-        self.search_note = ""
+        self.search = RevisionSearch()
         self.pages = Tickets()
         self.diffs = Tickets()
         self.searches = Tickets()
 
     def compose(self) -> ComposeResult:
         yield Static(id="changes-title")
-        yield RevisionTable(id="revisions", cursor_type="row", zebra_stripes=True)
+        yield RevisionTable(id="revisions")
         with VerticalScroll(id="diff-pane"):
             yield Static(id="diff-title")
             yield Static(id="diff")
         yield Input(id="changes-input")
         yield KeyFooter()
 
+    @property
+    def table(self) -> RevisionTable:
+        return self.query_one(RevisionTable)
+
     def on_mount(self) -> None:
-        table = self.query_one("#revisions", DataTable)
-        for label, key in (("Version", "version"), ("When", "when"), ("Who", "who"), ("What", "what")):
-            table.add_column(label, key=key)
-        table.add_column("Size", key="size")
         self.query_one("#changes-input", Input).display = False
-        table.focus()
+        self.table.focus()
         self._title()
         self._request_page()
 
@@ -221,8 +133,8 @@ class ChangesScreen(Screen[int | None]):
         text += f" · ● is version {self.state.base_version}, the editor's base"
         if self.opened_at is not None:
             text += f" · opened at revision {self.opened_at}"
-        if self.search_note:
-            text += f" · {self.search_note}"
+        if self.search.note:
+            text += f" · {self.search.note}"
         self.query_one("#changes-title", Static).update(text + (f" · {note}" if note else ""))
 
     def _request_page(self, *, seeking: bool = False) -> None:
@@ -236,13 +148,10 @@ class ChangesScreen(Screen[int | None]):
     def _load_page(self, ticket: int, before: int | None, size: int) -> None:
         self.post_message(PageLoaded(ticket, calls.history_page(self.backend, size, before)))
 
-    def owe(self, rows: int) -> bool:
-        """The person moved `rows` past the last listed row: True when more are coming (they are owed)."""
-        if self.complete:
-            return False
-        self.owed += rows
-        self._request_page()
-        return True
+    def on_revision_table_owed(self, message: RevisionTable.Owed) -> None:
+        if not self.complete:
+            self.owed += message.rows
+            self._request_page()
 
     def on_page_loaded(self, message: PageLoaded) -> None:
         self.fetching = False
@@ -250,21 +159,16 @@ class ChangesScreen(Screen[int | None]):
         if page.error is not None:
             self._title(f"could not load more: {page.error}")
             return
-        table = self.query_one("#revisions", DataTable)
+        table = self.table
         first = not self.rows
-        now = self.clock()
-        for info in page.rows:
-            self.rows[info.version] = info
-            current = " ●" if info.version == self.state.base_version else ""
-            table.add_row(
-                f"{info.version}{current}", when(info.created_at, now), who(info), operation(info),
-                human_size(info.size), key=str(info.version),
-            )  # fmt: skip
+        self.rows.update((info.version, info) for info in page.rows)
+        table.add_revisions(page.rows, self.state.base_version, self.clock())
         if page.rows:
             self.oldest = page.rows[-1].version
             if self.total is None:
                 self.total = page.rows[0].version
         self.complete = page.last_page or (self.oldest is not None and self.oldest <= 1)
+        table.more_to_come = not self.complete
         self._title()
         if self.owed and page.rows:
             step, self.owed = self.owed, 0
@@ -288,7 +192,7 @@ class ChangesScreen(Screen[int | None]):
             self.at = None
             if opened:
                 self.opened_at, self.receipt_at = version, None
-            table = self.query_one("#revisions", DataTable)
+            table = self.table
             row = table.get_row_index(str(version))
             if row == table.cursor_row:
                 self._show_diff(version)
@@ -312,13 +216,6 @@ class ChangesScreen(Screen[int | None]):
             self._request_page()
 
     # --- the diff of the highlighted revision ---------------------------------------------------
-
-    def _highlighted(self) -> int | None:
-        table = self.query_one("#revisions", DataTable)
-        if not self.rows or table.cursor_row < 0:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
-        return None if key is None else int(key)
 
     def _show_diff(self, version: int) -> None:
         self.query_one("#diff-title", Static).update(f"Revision {version}: decrypting…")
@@ -353,8 +250,8 @@ class ChangesScreen(Screen[int | None]):
             title += f" · {operation(info)} by {who(info)} · {human_size(info.size)}"
         if diff.version == self.opened_at:
             title += " · the revision that answer used"
-        if diff.version in self.matches and self.search_query:
-            title += f" · contains “{self.search_query}”"
+        if diff.version in self.search.matches and self.search.query:
+            title += f" · contains “{self.search.query}”"
         view, against = key_of(self.app, "changes.view"), key_of(self.app, "changes.against")
         if diff.against == "text":
             title += f"\nIts whole text   ({view}: its diff)"
@@ -370,7 +267,7 @@ class ChangesScreen(Screen[int | None]):
             body.update(message.rendered)
 
     def _redraw(self) -> None:
-        version = self._highlighted()
+        version = self.table.highlighted()
         if version is not None:
             self._show_diff(version)
 
@@ -384,7 +281,7 @@ class ChangesScreen(Screen[int | None]):
         self._redraw()
 
     def action_restore(self) -> None:
-        version = self._highlighted()
+        version = self.table.highlighted()
         info = self.rows.get(version) if version is not None else None
         if info is None:
             return
@@ -396,7 +293,7 @@ class ChangesScreen(Screen[int | None]):
     # --- Home, End, go to ------------------------------------------------------------------------
 
     def action_newest(self) -> None:
-        table = self.query_one("#revisions", DataTable)
+        table = self.table
         self.owed = 0
         if table.row_count:
             table.move_cursor(row=0, animate=False)
@@ -405,7 +302,7 @@ class ChangesScreen(Screen[int | None]):
         """End: list every page (large ones), then the last row; the title counts them meanwhile."""
         self.owed = 0
         if self.complete:
-            table = self.query_one("#revisions", DataTable)
+            table = self.table
             if table.row_count:
                 table.move_cursor(row=table.row_count - 1, animate=False)
             return
@@ -429,77 +326,40 @@ class ChangesScreen(Screen[int | None]):
     # --- search ----------------------------------------------------------------------------------
 
     def action_search(self) -> None:
-        if self.searching:
+        if self.search.running:
             self.notify(f"A search is running: {key_of(self.app, 'changes.back')} cancels it first.", timeout=3)
             return
         self._ask("search", "Search every revision's text (decrypted on this machine); enter searches")
 
-    def _next_hint(self) -> str:
-        """` · n: next` (the Next match key as the keymap has it) once the search found something."""
-        return f" · {key_of(self.app, 'changes.next_match')}: next" if self.matches else ""
-
     def _search(self, query: str) -> None:
         if not query.strip() or self.total is None:
             return
-        self.search_query, self.matches, self.searching = query, [], True
-        cancel = key_of(self.app, "changes.back")
-        self.search_note = f"searching “{query}”: 0 of {self.total:,} read ({cancel} cancels)"
+        self.search.start(query, self.total, key_of(self.app, "changes.back"))
         self._title()
-        self._search_worker(self.searches.issue(), query, self.total)
-
-    @work(thread=True, group="io-search", exclusive=True, exit_on_error=False)
-    def _search_worker(self, ticket: int, query: str, total: int) -> None:
-        worker = get_current_worker()
-
-        def report(done: int, found: list[int]) -> bool:
-            if worker.is_cancelled:
-                return False
-            self.post_message(SearchProgress(ticket, query, done, total, found))
-            return True
-
-        try:
-            found = search_revisions(self.backend, query, total, report)
-        except Exception as exc:
-            error = str(calls.as_error(exc))
-            self.post_message(SearchProgress(ticket, query, 0, total, [], error=error, finished=True))
-            return
-        if not worker.is_cancelled:
-            self.post_message(SearchProgress(ticket, query, total, total, found, finished=True))
+        job = partial(search_job, self.backend, self.searches.issue(), query, self.total, self.post_message)
+        self.run_worker(job, thread=True, group="io-search", exclusive=True, exit_on_error=False)
 
     def on_search_progress(self, message: SearchProgress) -> None:
-        if not self.searches.latest(message.ticket) or not self.searching:
+        if not self.searches.latest(message.ticket) or not self.search.running:
             return
-        first = not self.matches and message.found
-        self.matches = message.found
-        count = f"{len(self.matches):,} revision" + (" contains it" if len(self.matches) == 1 else "s contain it")
-        if message.error is not None:
-            self.searching = False
-            self.search_note = f"search stopped: {message.error}"
-        elif message.finished:
-            self.searching = False
-            self.search_note = f"“{message.query}”: {count}{self._next_hint()}"
-        else:
-            self.search_note = (f"searching “{message.query}”: {message.done:,} of {message.total:,} read, "
-                                f"{count} ({key_of(self.app, 'changes.back')} cancels)")  # fmt: skip
+        keys = key_of(self.app, "changes.back"), key_of(self.app, "changes.next_match")
+        first = self.search.progress(message, *keys)
         self._title()
         if first:
-            self._seek(self.matches[0])
+            self._seek(self.search.matches[0])
 
     def cancel_search(self) -> None:
         self.searches.issue()  # progress already on its way is dropped
         self.workers.cancel_group(self, "io-search")
-        self.searching = False
-        found = f"{len(self.matches):,} found so far{self._next_hint()}"
-        self.search_note = f"search for “{self.search_query}” cancelled; {found}"
+        self.search.cancel(key_of(self.app, "changes.next_match"))
         self._title()
 
     def action_next_match(self) -> None:
-        if not self.matches:
+        version = self.search.next_match(self.table.highlighted())
+        if version is None:
             self._title("no search results: / searches")
             return
-        current = self._highlighted()
-        older = [v for v in self.matches if current is None or v < current]
-        self._seek(older[0] if older else self.matches[0])
+        self._seek(version)
 
     # --- the one input box (go to, search) --------------------------------------------------------
 
@@ -515,7 +375,7 @@ class ChangesScreen(Screen[int | None]):
         box = self.query_one("#changes-input", Input)
         box.display = False
         self.asking = None
-        self.query_one("#revisions", DataTable).focus()
+        self.table.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -530,7 +390,7 @@ class ChangesScreen(Screen[int | None]):
         """Escape closes the innermost thing: the input box, then a running search, then the screen."""
         if self.asking is not None:
             self._close_input()
-        elif self.searching:
+        elif self.search.running:
             self.cancel_search()
         else:
             self.dismiss(None)

@@ -33,8 +33,8 @@ from memframe.tui.widgets.footer import KeyFooter
 if TYPE_CHECKING:
     from memframe.core.turns import Proposal
 
-#: Why the Assistant proposed rather than remembered, in a few words.
-REASONS = {ProposalReason.READ_ONLY: "memory was Read only", ProposalReason.CONFLICT: "memory changed meanwhile"}
+#: Why the Assistant proposed rather than remembered, in a few words: the list fits 80 columns.
+REASONS = {ProposalReason.READ_ONLY: "Read only", ProposalReason.CONFLICT: "memory changed"}
 
 
 class ProposalsScreen(Screen[None]):
@@ -117,9 +117,8 @@ class ProposalsScreen(Screen[None]):
         now = self.clock()
         for view in found.views:
             p = view.proposal
-            edits = f"{len(p.changes)} edit{'s' if len(p.changes) != 1 else ''}"
-            table.add_row(p.id, view.state, REASONS.get(p.reason, p.reason), f"version {p.base_version}",
-                          edits, ago(now - p.created_at), key=p.id)  # fmt: skip
+            table.add_row(p.id, view.state, REASONS.get(p.reason, p.reason), str(p.base_version),
+                          str(len(p.changes)), ago(now - p.created_at), key=p.id)  # fmt: skip
         count = len(found.views)
         title = f"Proposals — {count} pending · diffs are against the saved version {found.base_version}"
         if found.error is not None:

@@ -44,12 +44,26 @@ def elide(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
+def pack(fields: list[Text], room: int) -> list[Text]:
+    """`fields` joined by separators into lines of at most `room` cells, broken only between fields.
+
+    A field ("Mode Read only", the size meter) then never wraps inside itself, unless it alone is wider.
+    """
+    lines: list[Text] = []
+    for field in fields:
+        if lines and lines[-1].cell_len + len(_SEP[0]) + field.cell_len <= room:
+            lines[-1].append_text(Text.assemble(_SEP, field))
+        else:
+            lines.append(field.copy())
+    return lines
+
+
 class StatusBar(Shown):
     """Workspace and backend; base version, unsaved marker, mode and the size meter.
 
-    Its height follows its text (the .tcss says `height: auto`): on a narrow terminal the lines wrap
-    rather than push the version, unsaved marker and size meter out of sight. A long workspace name
-    is elided first, so line one fits where it can.
+    Its height follows its text (the .tcss says `height: auto`): on a narrow terminal the lines break
+    between fields rather than push the version, unsaved marker and size meter out of sight. A long
+    workspace name is elided first, so line one fits where it can.
     """
 
     _state: DocumentState | None = None
@@ -71,19 +85,15 @@ class StatusBar(Shown):
         name = elide(state.workspace_id, max(8, room - fixed)) if fixed + len(state.workspace_id) > room else (
             state.workspace_id
         )  # fmt: skip
-        first = Text.assemble(
-            ("Workspace ", "dim"), (name, "bold"), _SEP,
-            (place, ""), _SEP,
-            ("Mode ", "dim"), (mode, "bold"),
-        )  # fmt: skip
-        second = Text.assemble(_version(state), _SEP, _marker(state), _SEP, size_meter(state.size))
-        lines = [first, second]
+        first = [
+            Text.assemble(("Workspace ", "dim"), (name, "bold")),
+            Text(place),
+            Text.assemble(("Mode ", "dim"), (mode, "bold")),
+        ]
+        second = [_version(state), _marker(state), size_meter(state.size)]
         if state.newer_version is not None and state.dirty:
-            warning = Text(f"⚠ version {state.newer_version} is newer", style="bold red")
-            if second.cell_len + len(_SEP[0]) + warning.cell_len <= room:
-                second.append_text(Text.assemble(_SEP, warning))
-            else:  # a line of its own rather than "⚠ version" here and "N is newer" on the next
-                lines.append(warning)
+            second.append(Text(f"⚠ version {state.newer_version} is newer", style="bold red"))
+        lines = pack(first, room) + pack(second, room)
         self.show_content(Text("\n").join(lines))
 
 
