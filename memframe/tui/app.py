@@ -171,8 +171,16 @@ class MemoryFrameApp(App[int]):
             screen.request_leave()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's own commands, plus every memframe binding active on `screen`."""
-        yield from super().get_system_commands(screen)
+        """Textual's own commands, plus every memframe binding active on `screen`.
+
+        Textual's "Keys" side panel squeezes the frame and ignores escape: the palette's Keys opens Help (F1).
+        """
+        for command in super().get_system_commands(screen):
+            if command.title == "Keys":
+                command = SystemCommand(
+                    "Keys", "Every key of this screen and what it does (escape closes)", self.action_help
+                )
+            yield command
         seen = {"memframe.quit"}  # Textual already offers Quit, and routes it to action_quit
         for active in screen.active_bindings.values():
             binding = active.binding

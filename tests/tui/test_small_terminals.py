@@ -14,7 +14,7 @@ from textual.widgets import DataTable
 
 from memframe.tui.widgets.status import StatusBar, pack
 from tests.tui.conftest import drive
-from tests.tui.scenarios import TEXT, Stage, append, open_changes, press, settle
+from tests.tui.scenarios import TEXT, Stage, append, open_changes, press, settle, wait_until
 from tests.tui.test_proposals import open_proposals, propose
 
 LONG = "- " + " ".join(f"word{i}" for i in range(40))  # wraps at any of these widths
@@ -82,5 +82,34 @@ def test_at_80_columns_proposals_show_every_column_whole(stage: Stage) -> None:
         header, row = drawn(table)[:2]
         assert header.split() == ["Proposal", "State", "Why", "Against", "Edits", "Made"]
         assert row.endswith("just now") and "Read only" in row, row
+
+    drive(app, script, size=(80, 24))
+
+
+def test_keys_from_the_palette_opens_help_which_escape_closes(stage: Stage) -> None:
+    from textual.command import CommandPalette
+    from textual.widgets import HelpPanel
+
+    from memframe.tui.screens.help import HelpScreen
+    from memframe.tui.screens.memory import MemoryScreen
+
+    stage.other.save(TEXT, 0)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        width = app.screen.query_one(StatusBar).size.width
+        await press(pilot, "ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"keys")
+        await wait_until(
+            pilot,
+            lambda: "Keys" in str(app.screen.query("CommandList").first().get_option_at_index(0).prompt),
+            "Keys offered",
+        )
+        await press(pilot, "enter")
+        assert isinstance(app.screen, HelpScreen) and not app.query(HelpPanel)
+        assert app.screen_stack[0].query_one(StatusBar).size.width == width  # nothing squeezed
+        await press(pilot, "escape")
+        assert isinstance(app.screen, MemoryScreen)
 
     drive(app, script, size=(80, 24))
