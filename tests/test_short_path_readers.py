@@ -1,17 +1,15 @@
-"""The short `history -p` path reads settings, paths, migration names and key files without pathlib,
-re, json or base64: each hand-written reader must agree with the library it stands in for."""
+"""The short `history -p` path reads settings, paths and migration names without pathlib or re:
+each hand-written reader must agree with the library it stands in for."""
 
 from __future__ import annotations
 
-import base64
 import itertools
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-from memframe import crypto, keyfiles, paths, settings
+from memframe import paths, settings
 from memframe.service import reads
 
 
@@ -49,31 +47,3 @@ def test_migration_names_are_read_as_the_pattern_reads_them() -> None:
     for name in names:
         match = re.match(reads._MIGRATION_PATTERN, name)
         assert reads._migration_number(name) == (int(match.group(1)) if match else None), repr(name)
-
-
-def test_a_key_file_is_read_as_json_reads_it() -> None:
-    key = crypto.new_key()
-    raw = keyfiles.encode_key_file(key, "notes-1.x")
-    assert keyfiles._as_written(raw) == json.loads(raw)
-    assert keyfiles.decode_key_file(raw) == key
-    assert keyfiles._as_written(keyfiles.encode_key_file(key, "n", "a passphrase long enough")) is None
-    for other in [b"{}", b"{\n}\n", b'{\n  "a": "b",\n}\n', b'{\n  "a": "b\\n"\n}\n', b'{\n  "a": "b": "c"\n}\n']:
-        doc = keyfiles._as_written(other)
-        assert doc is None or doc == json.loads(other)
-    assert keyfiles._as_written(b'{\n  "a": "b",\n  "a": "c"\n}\n') == {"a": "c"}
-
-
-def test_base64_is_decoded_as_base64_decodes_it() -> None:
-    texts = ["", "QUJD\n", "é", "QUJDRA=="] + [
-        "".join(p) for n in range(1, 6) for p in itertools.product("Q=A/", repeat=n)
-    ]
-    for text in texts:
-        try:
-            expected: object = base64.b64decode(text, validate=True)
-        except ValueError as exc:
-            expected = type(exc)
-        try:
-            got: object = keyfiles._b64decode(text)
-        except ValueError as exc:
-            got = type(exc)
-        assert got == expected, repr(text)

@@ -109,7 +109,7 @@ EQUIVALENT: dict[tuple[str, ...], str] = {
         "keyframe_runs: where the run read on a miss starts is speed only: it always ends at the version "
         "asked, so any start at or below it answers the same; starting at the keyframe makes one read enough"
     ),
-    (_FILES, "number + 1", "1", "2", "(version - 1) % crypto.KEYFRAME_EVERY"): (
+    (_FILES, "number + 1", "1", "2", "(version - 1) % sealing.KEYFRAME_EVERY"): (
         "keyframe_runs: as for `version + 1`, a run starting one later still ends at the version asked"
     ),
     (_RECALL, "break → continue", "break", "continue"): (

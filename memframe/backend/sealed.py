@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
@@ -77,10 +77,7 @@ class SealedBackend:
         # The newest version this client holds per path, its ciphertext and its text: the next
         # version chains onto the ciphertext and is sealed as a delta against the text.
         self._heads: dict[str, tuple[int, bytes | None, str]] = {}
-        self._openers: dict[str, crypto.Opener] = {}
-        # Per path, the windows of the text last sealed (`crypto.TextGrams`): from a client's second
-        # save of a path on, a small edit is sealed as a delta without compressing the whole text.
-        self._grams: dict[str, crypto.TextGrams | None] = {}
+        self._openers: dict[str, sealing.Opener] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -105,7 +102,7 @@ class SealedBackend:
             return ""
         return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
 
-    def _opener(self, path: str) -> crypto.Opener:
+    def _opener(self, path: str) -> sealing.Opener:
         """This client's opener for `path`, made once: it reads a delta's earlier versions (payload
         encoding 2) from the store, a keyframe's run at a time, each checked against the hash its
         successor names, and remembers what it opened (this process's memory only), so the Changes
@@ -120,7 +117,7 @@ class SealedBackend:
             with lock:
                 if version not in runs:
                     runs.clear()
-                    first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+                    first = max(1, version - (version - 1) % sealing.KEYFRAME_EVERY)
                     try:
                         stored = self.store.get_versions(path, list(range(first, version + 1)))
                     except NotFound:
@@ -128,7 +125,7 @@ class SealedBackend:
                     runs.update((s.info.version, s.ciphertext) for s in stored)
                 return runs.get(version)
 
-        made = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        made = sealing.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
         self._openers[path] = made
         return made
 
@@ -140,13 +137,13 @@ class SealedBackend:
         blob = head.ciphertext
         self.seen.check(path, head.info.version, "")  # an older head: refused before any opening
         text = self._open_version(path, head.info.version, blob)  # an altered one fails here
-        digest = "" if blob is None else crypto.content_hash(blob)
+        digest = "" if blob is None else sealing.content_hash(blob)
         self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
         self._note(path, head.info.version, blob, digest, text)
         return text
 
     def _note(self, path: str, version: int, blob: bytes | None, digest: str, text: str) -> None:
-        header = crypto.header(blob)
+        header = sealing.header(blob)
         if header is not None and not 0 < header.since <= version:
             raise ChainBroken(f"Version {version} of {path} does not chain (its chain start is wrong).")
         self.seen.note(path, version, digest, None if header is None else header.since)
@@ -170,10 +167,7 @@ class SealedBackend:
             if held is not None and held[0] == base_version:
                 previous, previous_text = held[1], held[2]
         seen = self.seen.get(path)
-        grams = self._grams.get(path)
-        if path not in self._grams:  # a one-off save (the CLI's) does not pay for counting
-            self._grams[path] = crypto.TextGrams()
-        return crypto.seal(
+        return sealing.seal(
             self._key,
             text,
             workspace_id=self.workspace_id,
@@ -182,7 +176,6 @@ class SealedBackend:
             previous=previous,
             since=None if seen is None else seen.since,
             previous_text=previous_text,
-            grams=grams,
         )
 
     def _put(self, path: str, blob: bytes, base_version: int, text: str, **kwargs: object) -> VersionInfo:
@@ -196,7 +189,7 @@ class SealedBackend:
         return info
 
     def _acknowledged(self, path: str, info: VersionInfo, blob: bytes, text: str) -> None:
-        digest = crypto.content_hash(blob)
+        digest = sealing.content_hash(blob)
         if info.content_hash and info.content_hash != digest:
             raise ChainBroken(f"The server acknowledged version {info.version} of {path} with another hash.")
         self.seen.check(path, info.version, digest)
@@ -283,10 +276,10 @@ class SealedBackend:
             for s in stored:
                 version, blob = s.info.version, s.ciphertext
                 where = f"version {version} of {path}"
-                digest = "" if blob is None else crypto.content_hash(blob)
+                digest = "" if blob is None else sealing.content_hash(blob)
                 if digest != s.info.content_hash:
                     raise ChainBroken(f"The history does not chain at {where}: its hash is not its ciphertext's.")
-                header = crypto.header(blob)
+                header = sealing.header(blob)
                 if blob is not None and header is None and since is not None:
                     raise ChainBroken(
                         f"The history does not chain at {where}: an old-format text after the chain began."
@@ -294,7 +287,7 @@ class SealedBackend:
                 if header is not None:
                     # The hash of the version before's ciphertext, or of the one its re-seal stands for
                     # (`memframe admin compact`): authenticated under the key, so a server cannot forge it.
-                    expected = crypto.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
+                    expected = sealing.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
                     if header.previous != expected:
                         raise ChainBroken(
                             f"The history does not chain at {where}: it does not follow version {version - 1}."
@@ -348,13 +341,13 @@ class SealedBackend:
         done: Compacted,
         after_each: Callable[[str, int], None] | None,
     ) -> None:
-        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
+        open_blob = sealing.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
         held: dict[int, bytes | None] = {}  # this run and the keyframe run before it: what deltas open against
         chained = False  # no old-format text opens once a new-format one was read (as `verify` judges)
         prev_blob: bytes | None = None
         prev_text = ""
         for start in range(1, head_version, 200):  # the head itself is never rewritten
-            for stale in [v for v in held if v < start - crypto.KEYFRAME_EVERY]:
+            for stale in [v for v in held if v < start - sealing.KEYFRAME_EVERY]:
                 del held[stale]
             try:
                 stored = self.store.get_versions(path, list(range(start, min(head_version - 1, start + 199) + 1)))
@@ -363,7 +356,7 @@ class SealedBackend:
             for row in stored:
                 version, blob = row.info.version, row.ciphertext
                 held[version] = blob
-                header = crypto.header(blob)
+                header = sealing.header(blob)
                 chained = chained or header is not None
                 try:
                     text = open_blob(blob, version, legacy=not chained, fetch=held.get)
@@ -384,7 +377,7 @@ class SealedBackend:
 
     def _recompacted(
         self,
-        open_blob: crypto.Opener,
+        open_blob: sealing.Opener,
         path: str,
         version: int,
         blob: bytes | None,
@@ -396,19 +389,19 @@ class SealedBackend:
         """A smaller re-seal of `blob` as a delta against the version before, checked to open to the
         same text; None when there is nothing to gain (a keyframe, a delta already, after a
         deletion, a Clear or an old-format text)."""
-        header = crypto.header(blob)
+        header = sealing.header(blob)
         if (
             blob is None
             or header is None
-            or crypto.keyframe(version)
-            or header.previous == crypto.NO_PREVIOUS
+            or sealing.keyframe(version)
+            or header.previous == sealing.NO_PREVIOUS
             or prev_blob is None
-            or crypto.header(prev_blob) is None
+            or sealing.header(prev_blob) is None
             or not prev_text
             or open_blob.chain_hash(prev_blob, version - 1, fetch=held.get) != header.previous
         ):
             return None
-        new = crypto.reseal(
+        new = sealing.reseal(
             self._key,
             text,
             blob,
@@ -424,7 +417,7 @@ class SealedBackend:
 
     def prove_key(self) -> None:
         """Check this key against the workspace's key check; the first key holder writes it."""
-        mine = crypto.key_check(self._key, self.workspace_id)
+        mine = sealing.key_check(self._key, self.workspace_id)
         stored = self.store.get_key_check()
         if stored is None:
             self.store.set_key_check(mine)
@@ -547,8 +540,8 @@ class SealedBackend:
         return self.store.receipts(conversation_id)
 
     def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
-        """Each message opens only at its position and role (see `crypto.open_transcript`)."""
-        return crypto.open_transcript(
+        """Each message opens only at its position and role (see `sealing.open_transcript`)."""
+        return sealing.open_transcript(
             self._key, self.workspace_id, conversation_id, self.store.transcript(conversation_id)
         )
 
@@ -559,7 +552,7 @@ class SealedBackend:
         from memframe.core.edits import parse_changes
         from memframe.core.turns import Proposal
 
-        raw = crypto.open_proposal(
+        raw = sealing.open_proposal(
             self._key,
             record.sealed_edits,
             workspace_id=self.workspace_id,

@@ -92,7 +92,8 @@ def _local_key(workspace_id: str, prompt: Callable[[str], str] | None) -> bytes:
     """The local workspace's key, as `backend.workspaces.load_key` reads it. A raw key file is read
     here, from its location as a string (no pathlib); a wrapped, missing or damaged one is left to
     `load_key`, which asks for the passphrase or says what is wrong in its own words."""
-    from memframe import keyfiles, paths
+    from memframe import paths
+    from memframe.sealing import keyfiles
 
     try:
         with open(paths.key_file_location(workspace_id), "rb") as fh:
@@ -101,7 +102,7 @@ def _local_key(workspace_id: str, prompt: Callable[[str], str] | None) -> bytes:
             return keyfiles.decode_key_file(raw)
     except Exception:  # every failure is load_key's to report, in its words
         pass
-    from memframe.backend.workspaces import load_key
+    from memframe.sealing.keyfiles import load_key
 
     return load_key(workspace_id, prompt=prompt)
 

@@ -96,9 +96,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Compaction needs the workspace key (the server cannot read what it stores), so it runs on a
     key holder's machine against the database file itself: the local one, or a team's with --db."""
     from memframe.backend.local import LocalBackend
-    from memframe.backend.workspaces import load_key
     from memframe.cli.output import prompt
     from memframe.core.errors import NotFound
+    from memframe.sealing.keyfiles import load_key
     from memframe.service.accounts import LOCAL_USER
 
     db: Path | str = args.db if args.db is not None else _local_db()

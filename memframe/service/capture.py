@@ -15,12 +15,11 @@ import secrets
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, NotFound, ProposalRetired, VersionConflict
 from memframe.core.turns import CaptureReceipt, ProposalReason, ProposalRecord, ProposalStatus
@@ -63,17 +62,6 @@ class _Ahead:
     base: bytes | None
     text: str
     blob: bytes
-
-
-class _Kept:
-    """The 8-byte windows kept of a key session's memory head (`crypto.TextGrams`), lent to one
-    capture's seal at a time."""
-
-    __slots__ = ("grams", "lent")
-
-    def __init__(self) -> None:
-        self.grams: crypto.TextGrams | None = None
-        self.lent = False
 
 
 class _FenceDidNotHold(Exception):
@@ -206,14 +194,6 @@ class CaptureMixin(AssistantBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._rivals = _Rivals()
-        #: Per key session's memory opener, the 8-byte windows of its head (`crypto.TextGrams`): lent
-        #: to one capture's seal at a time, which follows them through its edit and so knows its delta
-        #: is smaller than any zlib of the whole text could be without compressing it (the same bytes
-        #: stored, a fraction of the work; a capture that finds them lent compresses). Given back
-        #: following the text that landed, or followed back to the head it was lent at. Kept only as
-        #: long as the opener, which holds the head's text itself: forgetting the session forgets both.
-        self._grams: weakref.WeakKeyDictionary[crypto.Opener, _Kept] = weakref.WeakKeyDictionary()
-        self._grams_lock = threading.Lock()
 
     def commit_capture(
         self,
@@ -305,7 +285,7 @@ class CaptureMixin(AssistantBase):
             if ahead is not None and ahead.base == base:  # the very head it was made from: the same text
                 text, blob = ahead.text, ahead.blob
             else:
-                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
             # The fence row first: a refused capture aborts before any version is written, and an
             # accepted one writes its version in the same transaction, so either both land or neither.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
@@ -332,21 +312,15 @@ class CaptureMixin(AssistantBase):
             return info
 
         written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
-        lent: list[tuple[crypto.TextGrams, bytes]] = []  # the head's windows this capture's seal took
 
         refused: tuple[type[Exception], ...] = (_FenceDidNotHold, *self.db.integrity_errors)
         try:
             with self._rivals.flying(workspace_id, expected_version) as flight:
-                landed: bytes | None = None  # the text written, once it is
-                try:
-                    request_hash = _request_hash(changes, expected_version)  # the batch's: it may land
-                    ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes, lent)
-                    if self.before_fence_batch is not None:
-                        self.before_fence_batch()
-                    info = self.db.write_together(batch)
-                    landed = written[-1][2].encode("utf-8")
-                finally:  # before the rivals waiting for this answer go on: their seals may take them
-                    self._give_back(opener, lent, landed)
+                request_hash = _request_hash(changes, expected_version)  # the batch's: it may land
+                ahead = self._made_ahead(workspace_id, expected_version, key, opener, changes)
+                if self.before_fence_batch is not None:
+                    self.before_fence_batch()
+                info = self.db.write_together(batch)
         except refused:
             with self.db.read() as conn:
                 reasons = failed_predicates(conn, params) or ["the fence did not hold"]
@@ -362,9 +336,8 @@ class CaptureMixin(AssistantBase):
         workspace_id: str,
         expected_version: int,
         key: bytes,
-        opener: crypto.Opener,
+        opener: sealing.Opener,
         changes: Sequence[MemoryChange],
-        lent: list[tuple[crypto.TextGrams, bytes]],
     ) -> _Ahead | None:
         """The version this capture would write, made on the caller's thread from the head read now,
         before it queues: the thread committing the group then only checks, in the batch's snapshot,
@@ -376,7 +349,7 @@ class CaptureMixin(AssistantBase):
         try:
             with self.db.read() as conn:
                 base = self._current_base(conn, workspace_id, expected_version)
-                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes, lent)
+                text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
         except Exception:  # every refusal is the batch's to give
             return None
         return _Ahead(base, text, blob)
@@ -388,17 +361,14 @@ class CaptureMixin(AssistantBase):
         expected_version: int,
         base: bytes | None,
         key: bytes,
-        opener: crypto.Opener,
+        opener: sealing.Opener,
         changes: Sequence[MemoryChange],
-        lent: list[tuple[crypto.TextGrams, bytes]],
     ) -> tuple[str, bytes]:
         """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
-        `conn`'s snapshot): the base opened, the changes applied, the result sealed (with the head's
-        windows, if they are free: added to `lent`, to be given back)."""
+        `conn`'s snapshot): the base opened, the changes applied, the result sealed."""
         base_text = _open_base(opener, workspace_id, expected_version, base, conn)
         text = apply_memory_changes(base_text, list(changes))
-        grams = self._lend_grams(opener, base_text, lent) if base_text else None  # "" is never a delta's base
-        blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
+        blob = sealing.seal(  # a delta against the base where smaller (never against a Clear's "")
             key,
             text,
             workspace_id=workspace_id,
@@ -406,51 +376,8 @@ class CaptureMixin(AssistantBase):
             version=expected_version + 1,
             previous=base,
             previous_text=base_text,
-            grams=grams,
         )
         return text, blob
-
-    def _lend_grams(
-        self, opener: crypto.Opener, base_text: str, lent: list[tuple[crypto.TextGrams, bytes]]
-    ) -> crypto.TextGrams | None:
-        """The windows kept of `opener`'s head, which is `base_text`, for one seal (None while another
-        capture's seal has them); counted first where what is kept is of another text (the head was
-        written elsewhere) or nothing is kept yet."""
-        with self._grams_lock:
-            kept = self._grams.get(opener)
-            if kept is None:
-                kept = self._grams[opener] = _Kept()
-            if kept.lent:
-                return None
-            kept.lent, grams = True, kept.grams
-        data = base_text.encode("utf-8")
-        try:
-            if grams is None or grams.data != data:
-                grams = crypto.TextGrams()
-                grams.follow(b"", data)  # no text counted yet: this counts all of `data`
-        except BaseException:  # (out of memory) nothing lent: the next seal counts afresh
-            with self._grams_lock:
-                kept.grams, kept.lent = None, False
-            raise
-        lent.append((grams, data))
-        return grams
-
-    def _give_back(
-        self, opener: crypto.Opener, lent: list[tuple[crypto.TextGrams, bytes]], landed: bytes | None
-    ) -> None:
-        """The windows a capture's seal took, kept again: of the text it wrote if it landed, else
-        followed back to the head they were lent at (the count of an edit undone is the count before)."""
-        for grams, base in lent:
-            given: crypto.TextGrams | None = None  # what is kept if following back fails: nothing
-            try:
-                if grams.data not in (base, landed):
-                    grams.follow(grams.data or b"", base)
-                given = grams
-            finally:  # lent no longer, whatever happened: a later seal counts afresh at worst
-                with self._grams_lock:
-                    kept = self._grams.get(opener)
-                    if kept is not None:
-                        kept.grams, kept.lent = given, False
 
     def _replay(self, a: Admission, committed_version: int, committed_hash: str, request_hash: str) -> CaptureReceipt:
         """A transport retry of the turn's committed capture replays its receipt; a different
@@ -545,7 +472,7 @@ class CaptureMixin(AssistantBase):
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         proposal_id = "prop_" + secrets.token_hex(8)
-        sealed = crypto.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)
+        sealed = sealing.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)
         now = self.db.clock()
         record = ProposalRecord(
             proposal_id,
@@ -648,7 +575,7 @@ def _proposal_record(row: Sequence[Any]) -> ProposalRecord:
 
 
 def _open_base(
-    opener: crypto.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
+    opener: sealing.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
 ) -> str:
     """The memory text a capture applies its edits to, opened at its own version (a row copied
     from another version fails here). An old-format head still opens: it is the document's last

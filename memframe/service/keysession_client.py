@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable
 from memframe.core.turns import KeySessionInfo
 from memframe.core.types import MEMORY_PATH
@@ -95,7 +95,7 @@ class RemoteKeySessions:
             headers={} if credential is None else {"authorization": self._authorization},
             trust_env=False,  # never through a proxy from the environment: keys travel in these bodies
         )
-        self._openers: OrderedDict[str, tuple[bytes, crypto.Opener]] = OrderedDict()
+        self._openers: OrderedDict[str, tuple[bytes, sealing.Opener]] = OrderedDict()
         self._lock = threading.Lock()
         self._limits: tuple[float, float] | None = None
         self._pipe: _LinePipe | None = None  # the awaited calls' connection, on the loop that made it
@@ -192,33 +192,33 @@ class RemoteKeySessions:
             raise
         return _key(answer)
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """Resolved against the service on every call (liveness is never cached); the cipher built
         from the confirmed key is reused while the service keeps returning that same key."""
         return self.key_and_opener(session_id, workspace_id)[1]
 
-    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, sealing.Opener]:
         key = self.resolve(session_id, workspace_id)
         assert session_id is not None  # resolve refused an empty one
         return key, self._opener(session_id, workspace_id, key)
 
-    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """`memory_opener`, awaited: resolved against the service on this call, never cached."""
         return (await self.key_and_opener_async(session_id, workspace_id))[1]
 
-    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+    async def key_and_opener_async(self, session_id: str | None, workspace_id: str) -> tuple[bytes, sealing.Opener]:
         key = await self.resolve_async(session_id, workspace_id)
         assert session_id is not None  # resolve refused an empty one
         return key, self._opener(session_id, workspace_id, key)
 
-    def _opener(self, session_id: str, workspace_id: str, key: bytes) -> crypto.Opener:
+    def _opener(self, session_id: str, workspace_id: str, key: bytes) -> sealing.Opener:
         """The kept cipher for `key`, which the service confirmed on this very call, or a new one."""
         with self._lock:
             kept = self._openers.get(session_id)
             if kept is not None and kept[0] == key:
                 self._openers.move_to_end(session_id)
                 return kept[1]
-        opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
+        opener = sealing.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
         with self._lock:
             self._openers[session_id] = (key, opener)
             while len(self._openers) > MAX_OPENERS:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from memframe import crypto
+from memframe import sealing
 
 try:  # the C module itself: the `sqlite3` package around it adds datetime adapters (and datetime's import)
     import _sqlite3 as sqlite3
@@ -88,8 +88,8 @@ class LocalRevisions:
         decrypted on the way: the rows stream in newest first and are opened a keyframe run at a
         time, oldest first, so each delta's base is the text opened just before it (one decrypt per
         version, and no row read twice). At most one run of rows and texts is held at once."""
-        open_blob = crypto.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH, fetch=self._ciphertext)
-        every = crypto.KEYFRAME_EVERY
+        open_blob = sealing.opener(key, workspace_id=self.workspace_id, path=MEMORY_PATH, fetch=self._ciphertext)
+        every = sealing.KEYFRAME_EVERY
         try:
             rows = self._conn.execute(
                 "SELECT version, created_at, author, actor, operation, ciphertext FROM file_versions"
@@ -108,7 +108,7 @@ class LocalRevisions:
                 if not run:
                     start = version - (version - 1) % every
                 if since is None:
-                    header = crypto.header(row[5])
+                    header = sealing.header(row[5])
                     if header is not None:
                         since = header.since
                 run.append(row)
@@ -129,7 +129,7 @@ class LocalRevisions:
         run = self._run
         if version in run:
             return run.pop(version)
-        start = version - (version - 1) % crypto.KEYFRAME_EVERY
+        start = version - (version - 1) % sealing.KEYFRAME_EVERY
         self._run = run = dict(
             self._conn.execute(
                 "SELECT version, ciphertext FROM file_versions"
@@ -148,7 +148,7 @@ class LocalRevisions:
 
 
 def _opened(
-    open_blob: crypto.Opener,
+    open_blob: sealing.Opener,
     run: list[tuple[int, float, str, str, str, bytes | None]],
     opening: list[tuple[bytes | None, int, bool]],
 ) -> Iterator[Revision]:

@@ -24,7 +24,7 @@ from memframe.core.types import (
     StoredVersion,
     VersionInfo,
 )
-from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
+from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock

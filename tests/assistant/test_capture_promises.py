@@ -7,12 +7,9 @@ refusal to mark a pre-Clear proposal applied was reached only through clients th
 
 from __future__ import annotations
 
-import gc
-import weakref
-
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import InvalidInput, ProposalRetired, VersionConflict
@@ -88,12 +85,12 @@ def test_F2_a_capture_applies_to_a_head_sealed_before_v2(stage: Stage) -> None:
     """A document last written by an older memframe (sealing v1) is still the base a capture
     edits: the capture opens it and starts the new chain after it."""
     stage.person.save("placeholder\n", 0)
-    old = crypto.seal_v1(stage.key, "# Memory\n", workspace_id="ws", path=MEMORY_PATH)
+    old = sealing.seal_v1(stage.key, "# Memory\n", workspace_id="ws", path=MEMORY_PATH)
     with stage.service.db.write() as conn:
         conn.execute(
             "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
             " AND path = ? AND version = 1",
-            (len(old), crypto.content_hash(old), old, MEMORY_PATH),
+            (len(old), sealing.content_hash(old), old, MEMORY_PATH),
         )
     stage.set_mode(Mode.AUTO)
     assert _capture(stage, 1).version.version == 2
@@ -109,44 +106,6 @@ def _stored(stage: Stage, version: int) -> bytes:
                 (MEMORY_PATH, version),
             ).fetchone()[0]
         )
-
-
-def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> None:
-    """A capture's seal skips compressing the whole text where its delta is provably smaller
-    (`crypto.TextGrams`, kept beside the key session's opener): every version it stores is
-    exactly as long as the seal that compresses would make, and opens to the text."""
-    lines = [f"- fact {n:04d}: the user keeps notes about topic {n * 7919 % 1000}" for n in range(120)]
-    stage.person.save("\n".join(lines) + "\n", 0)
-    stage.set_mode(Mode.AUTO)
-    text = stage.person.load().text
-    for n in range(1, 6):
-        change = MemoryChange("replace", lines[n * 11], new_line=lines[n * 11] + " (checked)")
-        _capture(stage, n, changes=[change])
-        new_text = text.replace(lines[n * 11] + "\n", lines[n * 11] + " (checked)\n")
-        previous = _stored(stage, n)
-        compressed = crypto.seal(
-            stage.key,
-            new_text,
-            workspace_id="ws",
-            path=MEMORY_PATH,
-            version=n + 1,
-            previous=previous,
-            previous_text=text,
-        )
-        assert len(_stored(stage, n + 1)) == len(compressed)
-        assert stage.person.load().text == new_text
-        text = new_text
-
-
-def test_F2_what_a_capture_keeps_of_the_text_goes_with_its_key_session(stage: Stage) -> None:
-    """The windows a capture keeps of the head live no longer than the key session's opener."""
-    stage.set_mode(Mode.AUTO)
-    _capture(stage, 0)
-    sessions = stage.assistant.key_sessions
-    kept = weakref.ref(sessions.memory_opener(stage.key_session, "ws"))
-    sessions.forget(stage.key_session)
-    gc.collect()
-    assert kept() is None
 
 
 def test_F2_a_version_made_before_the_batch_is_not_written_over_a_newer_head(
@@ -182,7 +141,7 @@ def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_w
     stage.set_mode(Mode.AUTO)
     a = stage.admit()
     made_ahead = stage.assistant._made_ahead
-    other = crypto.seal(stage.key, "# Other\n", workspace_id="ws", path=MEMORY_PATH, version=1)
+    other = sealing.seal(stage.key, "# Other\n", workspace_id="ws", path=MEMORY_PATH, version=1)
 
     def then_swapped(*args: object) -> object:
         ahead = made_ahead(*args)
@@ -191,7 +150,7 @@ def test_F2_a_version_made_before_the_batch_is_used_only_over_the_very_head_it_w
             conn.execute(
                 "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
                 " AND path = ? AND version = 1",
-                (8, crypto.content_hash(other), other, MEMORY_PATH),
+                (8, sealing.content_hash(other), other, MEMORY_PATH),
             )
         return ahead
 

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core import diffs
 from memframe.core.diffs import unified_diff_counted, unified_diff_text
+from memframe.sealing.delta import shared_ends
 from tests.test_crypto_delta import KEY, P, W, seal_history
 
 #: Lines that make the ends ambiguous: repeats, empty lines, shared beginnings, a last line without "\n".
@@ -27,8 +28,8 @@ EDIT = st.tuples(st.integers(0, 400), st.integers(0, 30), st.text(alphabet="-ab 
 
 
 def delta_ends(a: str, b: str) -> tuple[int, int]:
-    """What a delta from `a` to `b` stores (`crypto._delta`): the bytes shared at the start, then at the end."""
-    return crypto._shared_ends(a.encode(), b.encode())
+    """What a delta from `a` to `b` stores (`sealing.delta.encode`): the bytes shared at the start, then at the end."""
+    return shared_ends(a.encode(), b.encode())
 
 
 def edited(a: str, edit: tuple[int, int, str]) -> str:
@@ -140,15 +141,15 @@ def test_a_chain_of_long_texts_diffed_back_with_carried_counts() -> None:
 
 def test_the_opener_reports_a_deltas_ends_and_nothing_else() -> None:
     texts = [LONG]
-    for i in range(crypto.KEYFRAME_EVERY + 3):
+    for i in range(sealing.KEYFRAME_EVERY + 3):
         texts.append(texts[-1].replace(f"- fact number {i % 40}\n", f"- fact number {i % 40}\n- added {i}\n", 1))
     texts.append(texts[-1] + "- ünïcode\n")  # not ASCII: the delta's bytes are not characters
     blobs = seal_history(texts)
-    opener = crypto.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
+    opener = sealing.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
     for version, (text, blob) in enumerate(zip(texts, blobs, strict=True), start=1):
         shown, ends = opener.with_ends(blob, version)
         assert shown == text
-        if version == 1 or crypto.keyframe(version) or not text.isascii():
+        if version == 1 or sealing.keyframe(version) or not text.isascii():
             assert ends is None, version
         else:
             assert ends == delta_ends(texts[version - 2], text), version
