@@ -1,7 +1,10 @@
 """Plaintext over any MemoryStore: sealing on the client, and save-state tracking.
 
 This is the only place a human write's text is encrypted, whichever backend
-is used, so local and remote cannot drift apart in what they store.
+is used, so local and remote cannot drift apart in what they store. It is the
+whole `Backend` protocol over a store, one short method per promise, which is why
+it runs past 400 lines; walking a chain (`verify`) and re-sealing old versions
+(`compact`) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -11,16 +14,16 @@ import json
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from memframe import sealing
 from memframe.backend.base import MemoryStore
+from memframe.backend.compact import Compacted, compact
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
+from memframe.backend.verify import verify_chains
 from memframe.core.errors import (
     ChainBroken,
-    DecryptionFailed,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -44,16 +47,6 @@ from memframe.core.types import (
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
-
-
-@dataclass
-class Compacted:
-    """What `SealedBackend.compact` did: versions read, versions rewritten, and their bytes."""
-
-    versions: int = 0
-    rewritten: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
 
 
 class SealedBackend:
@@ -250,170 +243,12 @@ class SealedBackend:
         }
 
     def verify(self) -> list[tuple[str, int]]:
-        """Walk every document's whole chain; (path, head version) of each, or ChainBroken /
-        RolledBack naming the first break. Reads every version once, opening each with the key."""
-        checked: list[tuple[str, int]] = []
-        for path, head_version, _deleted in self.store.list_files():
-            self.seen.check(path, head_version, "")
-            checked.append((path, self._verify_path(path, head_version)))
-        seen_paths = {p for p, _ in checked}
-        if MEMORY_PATH not in seen_paths:
-            self.seen.check(MEMORY_PATH, 0, "")
-        return checked
-
-    def _verify_path(self, path: str, head_version: int) -> int:
-        open_blob = self._opener(path)
-        previous: bytes | None = None
-        previous_was_deletion = False
-        since: int | None = None
-        last_digest = ""
-        for start in range(1, head_version + 1, 200):
-            wanted = list(range(start, min(head_version, start + 199) + 1))
-            try:
-                stored = self.store.get_versions(path, wanted)
-            except NotFound as exc:
-                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
-            for s in stored:
-                version, blob = s.info.version, s.ciphertext
-                where = f"version {version} of {path}"
-                digest = "" if blob is None else sealing.content_hash(blob)
-                if digest != s.info.content_hash:
-                    raise ChainBroken(f"The history does not chain at {where}: its hash is not its ciphertext's.")
-                header = sealing.header(blob)
-                if blob is not None and header is None and since is not None:
-                    raise ChainBroken(
-                        f"The history does not chain at {where}: an old-format text after the chain began."
-                    )
-                if header is not None:
-                    # The hash of the version before's ciphertext, or of the one its re-seal stands for
-                    # (`memframe admin compact`): authenticated under the key, so a server cannot forge it.
-                    expected = sealing.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
-                    if header.previous != expected:
-                        raise ChainBroken(
-                            f"The history does not chain at {where}: it does not follow version {version - 1}."
-                        )
-                    if previous_was_deletion:  # a revival may not know the chain start: any start so far
-                        since_ok = 0 < header.since <= version
-                    elif since is None:
-                        since_ok = header.since == version
-                    else:
-                        since_ok = header.since == since
-                    if not since_ok:
-                        raise ChainBroken(f"The history does not chain at {where}: its chain start is wrong.")
-                    since = header.since
-                try:
-                    open_blob(blob, version, legacy=header is None)
-                except DecryptionFailed:
-                    raise ChainBroken(
-                        f"The history does not chain at {where}: it could not be decrypted (moved, copied or altered)."
-                    ) from None
-                previous, previous_was_deletion = blob, blob is None
-                last_digest = digest
-        if head_version:
-            self.seen.check(path, head_version, last_digest)
-        return head_version
+        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each."""
+        return verify_chains(self.store, self._key, self.seen)
 
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
-        """Rewrite old whole versions as re-sealed deltas (`memframe admin compact`): every document,
-        every version below its head, each rewrite its own compare-and-set transaction, so a crash or
-        a concurrent save leaves every version opening to its same text; running it again rewrites
-        only what is left. Needs the key (the server cannot read what it stores) and a store that
-        can rewrite a row (local; a server's database is compacted on a key holder's machine with
-        `--db`). `after_each(path, version)` runs after each rewrite (tests stop there, as a crash would).
-        """
-        replace = getattr(self.store, "replace_version", None)
-        if replace is None:
-            raise InvalidInput(
-                "Compaction rewrites a database directly: run it where the database is, with the key;"
-                " nothing was changed."
-            )
-        done = Compacted()
-        for path, head_version, _deleted in self.store.list_files():
-            self.seen.check(path, head_version, "")
-            self._compact_path(path, head_version, replace, done, after_each)
-        return done
-
-    def _compact_path(
-        self,
-        path: str,
-        head_version: int,
-        replace: Callable[[str, int, str, bytes], bool],
-        done: Compacted,
-        after_each: Callable[[str, int], None] | None,
-    ) -> None:
-        open_blob = sealing.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
-        held: dict[int, bytes | None] = {}  # this run and the keyframe run before it: what deltas open against
-        chained = False  # no old-format text opens once a new-format one was read (as `verify` judges)
-        prev_blob: bytes | None = None
-        prev_text = ""
-        for start in range(1, head_version, 200):  # the head itself is never rewritten
-            for stale in [v for v in held if v < start - sealing.KEYFRAME_EVERY]:
-                del held[stale]
-            try:
-                stored = self.store.get_versions(path, list(range(start, min(head_version - 1, start + 199) + 1)))
-            except NotFound as exc:
-                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
-            for row in stored:
-                version, blob = row.info.version, row.ciphertext
-                held[version] = blob
-                header = sealing.header(blob)
-                chained = chained or header is not None
-                try:
-                    text = open_blob(blob, version, legacy=not chained, fetch=held.get)
-                    new = self._recompacted(open_blob, path, version, blob, text, prev_blob, prev_text, held)
-                except DecryptionFailed:
-                    raise ChainBroken(
-                        f"Version {version} of {path} could not be decrypted, so nothing after it was compacted."
-                    ) from None
-                done.versions += 1
-                if new is not None and blob is not None and replace(path, version, row.info.content_hash, new):
-                    held[version] = new
-                    done.rewritten += 1
-                    done.bytes_before += len(blob)
-                    done.bytes_after += len(new)
-                    if after_each is not None:
-                        after_each(path, version)
-                prev_blob, prev_text = held[version], text
-
-    def _recompacted(
-        self,
-        open_blob: sealing.Opener,
-        path: str,
-        version: int,
-        blob: bytes | None,
-        text: str,
-        prev_blob: bytes | None,
-        prev_text: str,
-        held: dict[int, bytes | None],
-    ) -> bytes | None:
-        """A smaller re-seal of `blob` as a delta against the version before, checked to open to the
-        same text; None when there is nothing to gain (a keyframe, a delta already, after a
-        deletion, a Clear or an old-format text)."""
-        header = sealing.header(blob)
-        if (
-            blob is None
-            or header is None
-            or sealing.keyframe(version)
-            or header.previous == sealing.NO_PREVIOUS
-            or prev_blob is None
-            or sealing.header(prev_blob) is None
-            or not prev_text
-            or open_blob.chain_hash(prev_blob, version - 1, fetch=held.get) != header.previous
-        ):
-            return None
-        new = sealing.reseal(
-            self._key,
-            text,
-            blob,
-            chain=open_blob.chain_hash(blob, version, fetch=held.get),
-            workspace_id=self.workspace_id,
-            path=path,
-            version=version,
-            previous_text=prev_text,
-        )
-        if len(new) >= len(blob) or open_blob(new, version, fetch=held.get) != text:
-            return None
-        return new
+        """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""
+        return compact(self.store, self._key, self.seen, after_each=after_each)
 
     def prove_key(self) -> None:
         """Check this key against the workspace's key check; the first key holder writes it."""
