@@ -1,10 +1,10 @@
 """The caching reader: opens many versions of one file under one key, remembering what it opened.
 
 A head stored as a delta would otherwise cost every recall a walk back to its keyframe (up to
-`KEYFRAME_EVERY` decrypts), so a key session keeps one opener per workspace and a recall of a head
-it has opened costs no decrypt, which keeps recall in-process within its aim against the fair floor
-of one decrypt. What it remembers is plaintext in this process's memory only, each text beside the
-exact ciphertext it came from, so a changed row is opened afresh and never answered from memory.
+`KEYFRAME_EVERY` decrypts), so a key session keeps one opener per workspace and recall stays within
+its aim against the fair floor of one decrypt. What it remembers is plaintext in this process's
+memory only, each text beside the exact ciphertext it came from, so a changed row is never
+answered from memory.
 """
 
 from __future__ import annotations
