@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation
 from memframe.service import MemoryService, files
 from memframe.service.accounts import LOCAL_USER
@@ -108,7 +108,7 @@ def create_workspaces(
     names: list[str] | None = None,
 ) -> list[Workspace]:
     """`count` workspaces owned by the local user, each with one revision of `text` (if given)."""
-    made = [Workspace(name, crypto.new_key()) for name in names or [f"{prefix}{i:05d}" for i in range(count)]]
+    made = [Workspace(name, sealing.new_key()) for name in names or [f"{prefix}{i:05d}" for i in range(count)]]
     now = service.db.clock()
     with service.db.write() as conn:
         for ws in made:
@@ -141,7 +141,7 @@ def _insert(conn: sqlite3.Connection, ws: Workspace, text: str, now: float, prev
         author=Author.PERSON,
         actor=LOCAL_USER,
         operation=Operation.SAVE,
-        ciphertext=crypto.seal(
+        ciphertext=sealing.seal(
             ws.key,
             text,
             workspace_id=ws.id,
@@ -230,7 +230,7 @@ def local_home(
     """A memframe home with one local workspace holding `texts` as its revisions, and its key file:
     what `memframe -w WORKSPACE` opens."""
     from memframe import paths
-    from memframe.backend.workspaces import write_key
+    from memframe.sealing.keyfiles import write_key
 
     with memframe_home(home):
         service = new_service(str(paths.local_database()))

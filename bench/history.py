@@ -16,9 +16,10 @@ from bench.data import Workspace, local_home, memframe_home, revisions
 from bench.harness import CONTEXT, Figure, Stats, child_env, latency_figure, log, paired, time_once
 from bench.settings import Settings
 from bench.writes import git_env
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.types import MEMORY_PATH
+from memframe.sealing import format as sealed_format
 from memframe.service import MemoryService
 from memframe.tui import calls
 from memframe.tui.text import diff_text
@@ -31,24 +32,24 @@ BENCH_WORKSPACE = "bench"
 def counting_decrypts() -> Iterator[list[int]]:
     """Count every AES-GCM decryption made anywhere in memframe while inside."""
     count = [0]
-    original = crypto.aead
+    original = sealed_format.AESGCM  # every cipher in memframe is made by `sealing.format.aead`
 
     class Counting:
         def __init__(self, key: bytes) -> None:
             self._inner = original(key)
 
         def encrypt(self, *args: bytes) -> bytes:
-            return self._inner.encrypt(*args)  # type: ignore[no-any-return]
+            return self._inner.encrypt(*args)
 
         def decrypt(self, *args: bytes) -> bytes:
             count[0] += 1
-            return self._inner.decrypt(*args)  # type: ignore[no-any-return]
+            return self._inner.decrypt(*args)
 
-    crypto.aead = Counting  # type: ignore[assignment]
+    sealed_format.AESGCM = Counting  # type: ignore[misc,assignment]
     try:
         yield count
     finally:
-        crypto.aead = original
+        sealed_format.AESGCM = original  # type: ignore[misc]
 
 
 def big_home(tmp: Path, s: Settings, count: int | None = None) -> tuple[Path, Workspace, str]:
@@ -123,14 +124,14 @@ def newest_diffs(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
         # keyframe, each opened once, oldest first, in one opener.
         (head,) = raw.execute("SELECT MAX(version) FROM file_versions WHERE workspace_id = ?", (ws.id,)).fetchone()
         oldest = max(1, head - PAGE)
-        first = oldest - (oldest - 1) % crypto.KEYFRAME_EVERY
+        first = oldest - (oldest - 1) % sealing.KEYFRAME_EVERY
         rows = dict(
             raw.execute(
                 "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ? AND version >= ?",
                 (ws.id, MEMORY_PATH, first),
             ).fetchall()
         )
-        open_blob = crypto.opener(ws.key, workspace_id=ws.id, path=MEMORY_PATH, fetch=rows.get)
+        open_blob = sealing.opener(ws.key, workspace_id=ws.id, path=MEMORY_PATH, fetch=rows.get)
         texts = [open_blob(rows[v], v) for v in range(first, head + 1)][oldest - first :][::-1]
         for new, old in itertools.pairwise(texts):
             list(difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=2))

@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.data import admit_many, create_workspaces, memory_text, new_service, open_key_sessions
 from bench.harness import Figure, Stats, latency_figure, log, paired
 from bench.settings import Settings
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
 
 #: The fair floor: the reads the contract names for a recall (the admission, the conversation's
@@ -63,7 +63,7 @@ def recall_in_process(
     def floor(i: int) -> None:
         ws = spaces[order[i]]
         row = floor_conn.execute(CONTRACT_READS, (MEMORY_PATH, ws.admissions[0].id)).fetchone()
-        crypto.open_sealed(ws.key, row[-1], workspace_id=ws.id, path=MEMORY_PATH, version=row[11])
+        sealing.open_sealed(ws.key, row[-1], workspace_id=ws.id, path=MEMORY_PATH, version=row[11])
 
     def durable_floor(i: int) -> None:
         # What a receipt fsync'd in the call would add to every recall: one durable insert.
@@ -129,7 +129,7 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
 
     service = new_service(str(tmp / "recall-deltas.db"))
     count = s.recall_workspaces
-    texts = list(revisions(crypto.KEYFRAME_EVERY, size=8 * 1024 - 64, seed=4))
+    texts = list(revisions(sealing.KEYFRAME_EVERY, size=8 * 1024 - 64, seed=4))
     started = time.perf_counter()
     spaces = create_workspaces(service, count, mode=Mode.AUTO, ai=True)
     now = service.db.clock()
@@ -142,7 +142,8 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
     open_key_sessions(service, spaces)
     admit_many(service, spaces, 1)
     whole = {
-        ws.id: crypto.seal(ws.key, texts[-1], workspace_id=ws.id, path=MEMORY_PATH, version=ws.version) for ws in spaces
+        ws.id: sealing.seal(ws.key, texts[-1], workspace_id=ws.id, path=MEMORY_PATH, version=ws.version)
+        for ws in spaces
     }
     log(f"  {count:,} workspaces, each head a delta {len(texts) - 1} after its keyframe, in "
         f"{time.perf_counter() - started:.2f} s")  # fmt: skip
@@ -158,7 +159,7 @@ def recall_delta_heads(tmp: Path, s: Settings) -> list[Figure]:
     def floor(i: int) -> None:
         ws = spaces[order[i]]
         row = floor_conn.execute(CONTRACT_READS, (MEMORY_PATH, ws.admissions[0].id)).fetchone()
-        crypto.open_sealed(ws.key, whole[ws.id], workspace_id=ws.id, path=MEMORY_PATH, version=row[11])
+        sealing.open_sealed(ws.key, whole[ws.id], workspace_id=ws.id, path=MEMORY_PATH, version=row[11])
 
     for ws_index in range(count):  # every session has opened its head once (the warm case's premise)
         order_save, order[0] = order[0], ws_index

@@ -17,7 +17,7 @@ from bench.harness import CONTEXT, OLD_DATABASE_AIM, Figure, Stats, latency_figu
 from bench.history import _git_repo
 from bench.settings import Settings
 from bench.writes import git_env
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import MEMORY_PATH
 
 
@@ -79,7 +79,7 @@ def _open_one(path: Path, ws: object, count: int, samples: int) -> Stats:
     for _ in range(samples):
         version = rng.randrange(1, count + 1)
         start = time.perf_counter()
-        first = version - (version - 1) % crypto.KEYFRAME_EVERY
+        first = version - (version - 1) % sealing.KEYFRAME_EVERY
         rows = dict(
             conn.execute(
                 "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"
@@ -87,7 +87,7 @@ def _open_one(path: Path, ws: object, count: int, samples: int) -> Stats:
                 (wid, MEMORY_PATH, first, version),
             ).fetchall()
         )
-        open_blob = crypto.opener(key, workspace_id=wid, path=MEMORY_PATH, fetch=rows.get)
+        open_blob = sealing.opener(key, workspace_id=wid, path=MEMORY_PATH, fetch=rows.get)
         open_blob(rows[version], version)
         times.append(time.perf_counter() - start)
     conn.close()
@@ -116,7 +116,7 @@ def storage_figures(tmp: Path, s: Settings) -> list[Figure]:
                 count,
                 f"what the history adds to the SQLite file (rows, indexes, metadata; after VACUUM), / {count:,};"
                 " saves and captures seal each version as a delta against the one before (inside the seal),"
-                f" a whole keyframe every {crypto.KEYFRAME_EVERY}; every revision whole (an old database) takes "
+                f" a whole keyframe every {sealing.KEYFRAME_EVERY}; every revision whole (an old database) takes "
                 f"{full / count:,.0f} B ({full / count / git:.1f}× git)",
             )
         )
@@ -153,7 +153,7 @@ def storage_figures(tmp: Path, s: Settings) -> list[Figure]:
                 aim_op="none",
                 aim_limit=0.0,
             )
-            one.note = f"worst {opened.worst * 1000:.2f} ms; a keyframe every {crypto.KEYFRAME_EVERY} versions"
+            one.note = f"worst {opened.worst * 1000:.2f} ms; a keyframe every {sealing.KEYFRAME_EVERY} versions"
             figures.append(one)
     return figures
 

@@ -25,7 +25,7 @@ from bench.data import Workspace, admit_many, create_workspaces, memory_text, ne
 from bench.harness import Figure, child_env, log, ms, percentile
 from bench.load import Load, Requests, drive, request
 from bench.settings import Settings
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -199,7 +199,7 @@ def save_load(server: Served, clients: int, saves: int) -> Load:
         version, previous = server.heads[ws.id]
         bodies: list[bytes] = []
         for k in range(per_client):
-            blob = crypto.seal(
+            blob = sealing.seal(
                 ws.key,
                 memory_text(8 * 1024 - 96) + f"- save {version + k + 1}\n",
                 workspace_id=ws.id,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.sealed import SealedBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -173,7 +173,7 @@ def world(request: pytest.FixtureRequest, engine_service: MemoryService) -> Iter
         kind=request.param,
         service=service,
         workspace_id="ws",
-        key=crypto.new_key(),
+        key=sealing.new_key(),
         user=LOCAL_USER,
         make=BACKEND_MAKERS[request.param],
     )

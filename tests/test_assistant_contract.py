@@ -60,11 +60,11 @@ def test_a_clear_between_turns_reaches_the_next_call(world: World, ready) -> Non
 
 
 def test_a_wrong_key_cannot_open_a_key_session(world: World, ready) -> None:  # type: ignore[no-untyped-def]
-    from memframe import crypto
+    from memframe import sealing
     from memframe.core.errors import DecryptionFailed
 
     ready.set_ai(True)
-    stranger = World(world.kind, world.service, world.workspace_id, crypto.new_key(), world.user, world.make)
+    stranger = World(world.kind, world.service, world.workspace_id, sealing.new_key(), world.user, world.make)
     try:
         with pytest.raises(DecryptionFailed):
             stranger.client().send("c", "hi")

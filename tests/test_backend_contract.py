@@ -183,11 +183,11 @@ def test_people_edit_in_every_mode(world: World, mode: Mode) -> None:
 
 
 def test_wrong_key_is_decryption_failed(world: World) -> None:
-    from memframe import crypto
+    from memframe import sealing
     from memframe.core.errors import DecryptionFailed
 
     world.client().save("private\n", 0)
-    other = World(world.kind, world.service, world.workspace_id, crypto.new_key(), world.user, world.make)
+    other = World(world.kind, world.service, world.workspace_id, sealing.new_key(), world.user, world.make)
     try:
         with pytest.raises(DecryptionFailed):
             other.client().load()

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memframe import crypto, keyfiles, paths
+from memframe import paths, sealing
 from memframe.core.errors import DecryptionFailed, KeyFileError
+from memframe.sealing import keyfiles
 
 KEY = bytes(range(32))
 
@@ -19,23 +20,23 @@ W, P = "w", "p"
 
 
 def test_round_trip_and_size_is_derivable_without_the_key() -> None:
-    blob = crypto.seal(KEY, "Grüße\n", workspace_id=W, path=P, version=1)
-    assert crypto.open_sealed(KEY, blob, workspace_id=W, path=P, version=1) == "Grüße\n"
-    assert crypto.plaintext_size(blob) == len("Grüße\n".encode())
+    blob = sealing.seal(KEY, "Grüße\n", workspace_id=W, path=P, version=1)
+    assert sealing.open_sealed(KEY, blob, workspace_id=W, path=P, version=1) == "Grüße\n"
+    assert sealing.plaintext_size(blob) == len("Grüße\n".encode())
 
 
 def test_fresh_nonce_per_version() -> None:
-    a = crypto.seal(KEY, "same", workspace_id=W, path=P, version=1)
-    b = crypto.seal(KEY, "same", workspace_id=W, path=P, version=1)
-    assert a[crypto.HEADER_BYTES :][:12] != b[crypto.HEADER_BYTES :][:12] and a != b
-    assert crypto.content_hash(a) != crypto.content_hash(b)
+    a = sealing.seal(KEY, "same", workspace_id=W, path=P, version=1)
+    b = sealing.seal(KEY, "same", workspace_id=W, path=P, version=1)
+    assert a[sealing.HEADER_BYTES :][:12] != b[sealing.HEADER_BYTES :][:12] and a != b
+    assert sealing.content_hash(a) != sealing.content_hash(b)
 
 
 def test_content_hash_is_sha256_of_ciphertext() -> None:
     import hashlib
 
-    blob = crypto.seal(KEY, "x", workspace_id=W, path=P, version=1)
-    assert crypto.content_hash(blob) == hashlib.sha256(blob).hexdigest()
+    blob = sealing.seal(KEY, "x", workspace_id=W, path=P, version=1)
+    assert sealing.content_hash(blob) == hashlib.sha256(blob).hexdigest()
 
 
 @pytest.mark.parametrize(
@@ -44,58 +45,58 @@ def test_content_hash_is_sha256_of_ciphertext() -> None:
     ids=["wrong-key", "moved-workspace", "moved-path", "copied-to-another-version"],
 )
 def test_wrong_key_or_moved_ciphertext_fails_clearly(key: bytes, workspace: str, path: str, version: int) -> None:
-    blob = crypto.seal(KEY, "secret", workspace_id=W, path=P, version=1)
+    blob = sealing.seal(KEY, "secret", workspace_id=W, path=P, version=1)
     with pytest.raises(DecryptionFailed) as err:
-        crypto.open_sealed(key, blob, workspace_id=workspace, path=path, version=version)
+        sealing.open_sealed(key, blob, workspace_id=workspace, path=path, version=version)
     assert "secret" not in str(err.value)
 
 
 def test_the_layout_is_the_documented_one() -> None:
-    first = crypto.seal(KEY, "", workspace_id=W, path=P, version=1)
-    assert len(first) == crypto.SEALED_EMPTY_BYTES == 73 and crypto.is_sealed_empty(first)
-    assert first[:4] == b"MF\x00\x02" and first[12:44] == crypto.NO_PREVIOUS
-    second = crypto.seal(KEY, "two", workspace_id=W, path=P, version=2, previous=first)
-    head = crypto.header(second)
+    first = sealing.seal(KEY, "", workspace_id=W, path=P, version=1)
+    assert len(first) == sealing.SEALED_EMPTY_BYTES == 73 and sealing.is_sealed_empty(first)
+    assert first[:4] == b"MF\x00\x02" and first[12:44] == sealing.NO_PREVIOUS
+    second = sealing.seal(KEY, "two", workspace_id=W, path=P, version=2, previous=first)
+    head = sealing.header(second)
     assert head is not None and head.since == 1 and head.size == 3
-    assert head.previous.hex() == crypto.content_hash(first)  # the chain: one hash of the predecessor
-    assert len(second) == crypto.SEALED_EMPTY_BYTES + 3
+    assert head.previous.hex() == sealing.content_hash(first)  # the chain: one hash of the predecessor
+    assert len(second) == sealing.SEALED_EMPTY_BYTES + 3
 
 
 def test_compressed_only_when_it_saves_bytes_and_size_stays_the_texts() -> None:
     text = "- the same line, again and again\n" * 200
-    blob = crypto.seal(KEY, text, workspace_id=W, path=P, version=1)
-    assert len(blob) < len(text) // 4 and crypto.plaintext_size(blob) == len(text.encode())
-    assert crypto.open_sealed(KEY, blob, workspace_id=W, path=P, version=1) == text
-    short = crypto.seal(KEY, "short", workspace_id=W, path=P, version=1)
-    assert len(short) == crypto.SEALED_EMPTY_BYTES + 5  # raw: zlib would not save anything
-    assert crypto.is_well_formed(blob) and crypto.is_well_formed(short)
+    blob = sealing.seal(KEY, text, workspace_id=W, path=P, version=1)
+    assert len(blob) < len(text) // 4 and sealing.plaintext_size(blob) == len(text.encode())
+    assert sealing.open_sealed(KEY, blob, workspace_id=W, path=P, version=1) == text
+    short = sealing.seal(KEY, "short", workspace_id=W, path=P, version=1)
+    assert len(short) == sealing.SEALED_EMPTY_BYTES + 5  # raw: zlib would not save anything
+    assert sealing.is_well_formed(blob) and sealing.is_well_formed(short)
 
 
 def test_a_v1_text_opens_only_where_it_is_legitimate() -> None:
-    old = crypto.seal_v1(KEY, "from before", workspace_id=W, path=P)
-    assert crypto.open_sealed(KEY, old, workspace_id=W, path=P, version=7, legacy=True) == "from before"
+    old = sealing.seal_v1(KEY, "from before", workspace_id=W, path=P)
+    assert sealing.open_sealed(KEY, old, workspace_id=W, path=P, version=7, legacy=True) == "from before"
     with pytest.raises(DecryptionFailed, match="format due here"):
-        crypto.open_sealed(KEY, old, workspace_id=W, path=P, version=7)
+        sealing.open_sealed(KEY, old, workspace_id=W, path=P, version=7)
     # the first v2 version after a v1 one starts the chain there
-    nxt = crypto.seal(KEY, "new", workspace_id=W, path=P, version=8, previous=old)
-    head = crypto.header(nxt)
-    assert head is not None and head.since == 8 and head.previous.hex() == crypto.content_hash(old)
+    nxt = sealing.seal(KEY, "new", workspace_id=W, path=P, version=8, previous=old)
+    head = sealing.header(nxt)
+    assert head is not None and head.since == 8 and head.previous.hex() == sealing.content_hash(old)
 
 
 def test_transcript_messages_are_bound_to_position_and_role_not_to_any_path() -> None:
-    blob = crypto.seal_message(KEY, "hello", workspace_id=W, conversation_id="c1", seq=2, role="user")
-    assert crypto.open_message(KEY, blob, workspace_id=W, conversation_id="c1", seq=2, role="user") == "hello"
+    blob = sealing.seal_message(KEY, "hello", workspace_id=W, conversation_id="c1", seq=2, role="user")
+    assert sealing.open_message(KEY, blob, workspace_id=W, conversation_id="c1", seq=2, role="user") == "hello"
     for seq, role, cid in [(1, "user", "c1"), (2, "assistant", "c1"), (2, "user", "c2")]:
         with pytest.raises(DecryptionFailed):
-            crypto.open_message(KEY, blob, workspace_id=W, conversation_id=cid, seq=seq, role=role)
+            sealing.open_message(KEY, blob, workspace_id=W, conversation_id=cid, seq=seq, role=role)
     for version in (1, 2):  # never as a note, whatever its path
         with pytest.raises(DecryptionFailed):
-            crypto.open_sealed(KEY, blob, workspace_id=W, path="conversations/c1", version=version, legacy=True)
+            sealing.open_sealed(KEY, blob, workspace_id=W, path="conversations/c1", version=version, legacy=True)
 
 
 def test_key_check_is_keyed_and_bound_to_the_workspace() -> None:
-    check = crypto.key_check(KEY, W)
-    assert len(check) == 64 and check != crypto.key_check(bytes(32), W) and check != crypto.key_check(KEY, "x")
+    check = sealing.key_check(KEY, W)
+    assert len(check) == 64 and check != sealing.key_check(bytes(32), W) and check != sealing.key_check(KEY, "x")
     assert KEY.hex() not in check
 
 
@@ -103,18 +104,18 @@ def test_key_check_is_keyed_and_bound_to_the_workspace() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.data())
 def test_any_flipped_byte_is_decryption_failed(data: st.DataObject) -> None:
-    blob = bytearray(crypto.seal(KEY, "memory text", workspace_id=W, path=P, version=1))
+    blob = bytearray(sealing.seal(KEY, "memory text", workspace_id=W, path=P, version=1))
     i = data.draw(st.integers(0, len(blob) - 1))
     blob[i] ^= data.draw(st.integers(1, 255))
     with pytest.raises(DecryptionFailed):
-        crypto.open_sealed(KEY, bytes(blob), workspace_id=W, path=P, version=1, legacy=data.draw(st.booleans()))
+        sealing.open_sealed(KEY, bytes(blob), workspace_id=W, path=P, version=1, legacy=data.draw(st.booleans()))
 
 
 @pytest.mark.parametrize("blob", [b"", b"short", bytes(27), bytes(72), b"MF\x00\x02" + bytes(69)])
 def test_truncated_ciphertext_is_decryption_failed(blob: bytes) -> None:
     for legacy in (False, True):
         with pytest.raises(DecryptionFailed):
-            crypto.open_sealed(KEY, blob, workspace_id=W, path=P, version=1, legacy=legacy)
+            sealing.open_sealed(KEY, blob, workspace_id=W, path=P, version=1, legacy=legacy)
 
 
 def test_key_file_plain_and_wrapped(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -158,7 +159,7 @@ def test_new_key_files_use_scrypt_n_2_17_and_old_ones_still_open() -> None:
     salt, nonce = os.urandom(16), os.urandom(12)
     old = dict(wrapped, n=2**15, salt=base64.b64encode(salt).decode(), nonce=base64.b64encode(nonce).decode())
     old["wrapped"] = base64.b64encode(
-        crypto.aead(keyfiles._kdf("old passphrase", salt, 2**15)).encrypt(nonce, KEY, b"w")
+        sealing.aead(keyfiles._kdf("old passphrase", salt, 2**15)).encrypt(nonce, KEY, b"w")
     ).decode()
     assert keyfiles.decode_key_file(json.dumps(old).encode(), "old passphrase") == KEY
     with pytest.raises(KeyFileError, match="damaged"):  # a cost outside the known range is not run

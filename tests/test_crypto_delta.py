@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import DecryptionFailed
+from memframe.sealing.format import _ad_v2
 
 KEY = bytes(range(32))
 W, P = "w", "p"
@@ -27,24 +28,24 @@ def seal_history(texts: list[str]) -> list[bytes]:
         previous = blobs[-1] if blobs else None
         prior = texts[version - 2] if blobs else None
         blobs.append(
-            crypto.seal(KEY, text, workspace_id=W, path=P, version=version, previous=previous, previous_text=prior)
+            sealing.seal(KEY, text, workspace_id=W, path=P, version=version, previous=previous, previous_text=prior)
         )
     return blobs
 
 
 def encoding(blob: bytes, version: int) -> int:
     """The payload encoding byte, read with the key (tests only)."""
-    aead = crypto.aead(KEY)
+    aead = sealing.aead(KEY)
     plain = aead.decrypt(
-        blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
-        blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],
-        crypto._ad_v2(crypto.file_place(W, P, version), blob[: crypto.HEADER_BYTES]),
+        blob[sealing.HEADER_BYTES : sealing.HEADER_BYTES + sealing.NONCE_BYTES],
+        blob[sealing.HEADER_BYTES + sealing.NONCE_BYTES :],
+        _ad_v2(sealing.file_place(W, P, version), blob[: sealing.HEADER_BYTES]),
     )
     return plain[0]
 
 
 def opener_over(blobs: list[bytes]):  # type: ignore[no-untyped-def]
-    return crypto.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
+    return sealing.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
 
 
 edit = st.tuples(st.integers(0, 10_000), st.integers(0, 40), st.text(max_size=30))
@@ -65,8 +66,8 @@ def test_any_edit_history_opens_back_to_its_texts_in_any_order(edits: list[tuple
     for version in order:
         assert fresh(blobs[version - 1], version) == texts[version - 1]
         assert opener_over(blobs)(blobs[version - 1], version) == texts[version - 1]
-        assert crypto.plaintext_size(blobs[version - 1]) == len(texts[version - 1].encode())
-        assert crypto.is_well_formed(blobs[version - 1])
+        assert sealing.plaintext_size(blobs[version - 1]) == len(texts[version - 1].encode())
+        assert sealing.is_well_formed(blobs[version - 1])
 
 
 def test_small_edits_are_deltas_keyframes_are_whole_and_nothing_is_readable() -> None:
@@ -75,8 +76,8 @@ def test_small_edits_are_deltas_keyframes_are_whole_and_nothing_is_readable() ->
         texts.append(texts[-1].replace(f"number {n % 120},", f"number {n % 120} (secret edit {n}),"))
     blobs = seal_history(texts)
     kinds = {v: encoding(b, v) for v, b in enumerate(blobs, start=1)}
-    assert kinds[1] == crypto.ZLIB and kinds[1 + crypto.KEYFRAME_EVERY] == crypto.ZLIB  # keyframes
-    assert all(kinds[v] == crypto.DELTA for v in range(2, crypto.KEYFRAME_EVERY + 1))
+    assert kinds[1] == sealing.ZLIB and kinds[1 + sealing.KEYFRAME_EVERY] == sealing.ZLIB  # keyframes
+    assert all(kinds[v] == sealing.DELTA for v in range(2, sealing.KEYFRAME_EVERY + 1))
     assert max(len(b) for b in blobs[1:10]) < 200  # a one-line edit costs ~a line, not a memory
     assert all(b"secret" not in b and b"number" not in b for b in blobs)
     open_blob = opener_over(blobs)
@@ -97,23 +98,23 @@ def test_a_delta_whose_base_was_swapped_missing_or_absent_fails_in_one_clear_lin
     swapped = [blobs[0], fork, blobs[2]]
     _opens_clearly_refused(opener_over(swapped), blobs[2], 3)
     _opens_clearly_refused(opener_over(blobs[2:]), blobs[2], 3)  # the base row is gone
-    _opens_clearly_refused(crypto.opener(KEY, workspace_id=W, path=P), blobs[2], 3)  # no way to read a base
+    _opens_clearly_refused(sealing.opener(KEY, workspace_id=W, path=P), blobs[2], 3)  # no way to read a base
     with pytest.raises(DecryptionFailed):
-        crypto.open_sealed(KEY, blobs[2], workspace_id=W, path=P, version=3)
+        sealing.open_sealed(KEY, blobs[2], workspace_id=W, path=P, version=3)
 
 
 def test_a_delta_cannot_be_repointed_or_moved() -> None:
     blobs = seal_history([BASE, BASE + "- one more\n", BASE + "- two more\n"])
-    repointed = blobs[2][:12] + crypto.NO_PREVIOUS + blobs[2][44:]  # the header is authenticated
+    repointed = blobs[2][:12] + sealing.NO_PREVIOUS + blobs[2][44:]  # the header is authenticated
     _opens_clearly_refused(opener_over(blobs), repointed, 3)
     moved = [*blobs[:2], blobs[2], blobs[2]]  # a copy at version 4 names version 3 as its base
     _opens_clearly_refused(opener_over(moved), blobs[2], 4)
 
 
 def test_old_full_versions_and_v1_texts_still_open_through_an_opener_with_fetch() -> None:
-    v1 = crypto.seal_v1(KEY, "old\n", workspace_id=W, path=P)
-    full = crypto.seal(KEY, BASE, workspace_id=W, path=P, version=2, previous=v1, previous_text="old\n")
-    assert encoding(full, 2) != crypto.DELTA  # never a delta against an old-format text
+    v1 = sealing.seal_v1(KEY, "old\n", workspace_id=W, path=P)
+    full = sealing.seal(KEY, BASE, workspace_id=W, path=P, version=2, previous=v1, previous_text="old\n")
+    assert encoding(full, 2) != sealing.DELTA  # never a delta against an old-format text
     open_blob = opener_over([v1, full])
     assert open_blob(v1, 1, legacy=True) == "old\n" and open_blob(full, 2) == BASE
 
@@ -193,92 +194,25 @@ def test_a_capture_applies_its_edit_to_a_head_stored_as_a_delta(tmp_path) -> Non
             head = files.get_current(conn, ws.id, MEMORY_PATH)
             assert head is not None and head.ciphertext is not None
             fetch = files.ciphertexts(conn, ws.id, MEMORY_PATH)
-            text = crypto.open_sealed(
+            text = sealing.open_sealed(
                 ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6, fetch=fetch
             )
         assert text == texts[-1] + "- captured\n"
         # The capture itself is sealed as a delta against the head it applied its edit to.
         with pytest.raises(DecryptionFailed):
-            crypto.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
+            sealing.open_sealed(ws.key, head.ciphertext, workspace_id=ws.id, path=MEMORY_PATH, version=6)
     finally:
         service.close()
-
-
-def _outcome(call):  # type: ignore[no-untyped-def]
-    """What a call returns, or the one line it fails with."""
-    try:
-        return call()
-    except DecryptionFailed as exc:
-        return ("failed", str(exc))
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(edit, min_size=1, max_size=80),
-    st.integers(1, 80),
-    st.lists(st.tuples(st.integers(1, 80), st.sampled_from(["reseal", "fork", "none", "copy", "v1"])), max_size=3),
-)
-def test_a_run_opens_to_exactly_what_each_version_opens_to_alone(
-    edits: list[tuple[int, int, str]], first: int, changes: list[tuple[int, str]]
-) -> None:
-    """`Opener.run_with_ends` (how `history -p` opens a keyframe run) gives, for any run of any
-    history, re-sealed or altered rows included, the texts, ends and failures `with_ends` gives."""
-    texts = [BASE]
-    for at, cut, insert in edits:
-        old = texts[-1]
-        at %= len(old) + 1
-        texts.append(old[:at] + insert + old[at + cut :])
-    genuine = seal_history(texts)
-    blobs: list[bytes | None] = list(genuine)
-    fork = seal_history([BASE, BASE + "- a fork\n"])[1]  # genuine, same key and place as version 2
-    for version, change in changes:
-        version = (version - 1) % len(blobs) + 1
-        stored = genuine[version - 1]
-        if change == "reseal" and blobs[version - 1] is stored:
-            chain = opener_over(genuine).chain_hash(stored, version)
-            prior = texts[version - 2] if version > 1 else None
-            blobs[version - 1] = crypto.reseal(
-                KEY,
-                texts[version - 1],
-                stored,
-                chain=chain,
-                workspace_id=W,
-                path=P,
-                version=version,
-                previous_text=prior,
-            )
-        elif change == "fork":
-            blobs[version - 1] = fork
-        elif change == "none":
-            blobs[version - 1] = None
-        elif change == "copy":
-            blobs[version - 1] = blobs[version % len(blobs)]
-        elif change == "v1":
-            blobs[version - 1] = crypto.seal_v1(KEY, texts[version - 1], workspace_id=W, path=P)
-    first = (first - 1) % len(blobs) + 1
-    run = [(blobs[v - 1], v, v % 2 == 0) for v in range(first, len(blobs) + 1)]
-
-    def fetch(v: int) -> bytes | None:
-        return blobs[v - 1] if 0 < v <= len(blobs) else None
-
-    def each() -> list[tuple[str, tuple[int, int] | None]]:
-        alone = crypto.opener(KEY, workspace_id=W, path=P, fetch=fetch)
-        return [alone.with_ends(blob, v, legacy=legacy) for blob, v, legacy in run]
-
-    ran = _outcome(lambda: crypto.opener(KEY, workspace_id=W, path=P, fetch=fetch).run_with_ends(run))
-    assert ran == _outcome(each)
 
 
 def test_a_run_holds_each_delta_to_the_base_its_header_names() -> None:
     texts = [BASE, BASE + "- one more\n", BASE + "- one more\n- and another\n"]
     blobs = seal_history(texts)
     fork = seal_history([BASE, BASE + "- a different second version\n"])[1]  # genuine, same key and place
-    assert opener_over(blobs).run_with_ends([(b, v, False) for v, b in enumerate(blobs, start=1)]) == [
-        (texts[0], None),
-        (texts[1], (len(BASE), 0)),
-        (texts[2], (len(texts[1]), 0)),
-    ]
+    opener = opener_over(blobs)
+    assert [opener(b, v) for v, b in enumerate(blobs, start=1)] == texts
     swapped = [blobs[0], fork, blobs[2]]
+    forked = opener_over(swapped)
     with pytest.raises(DecryptionFailed) as err:
-        opener_over(swapped).run_with_ends([(b, v, False) for v, b in enumerate(swapped, start=1)])
+        [forked(b, v) for v, b in enumerate(swapped, start=1)]
     assert "\n" not in str(err.value) and "fact" not in str(err.value)

@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from bench.data import add_revisions, admit_many, create_workspaces, new_service, open_key_sessions, revisions
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.heads import SeenHeads
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
+from memframe.sealing.format import _ad_v2
 from memframe.service import files
 
 SECRET = "- the door code is 4417"
@@ -44,10 +45,10 @@ def rows(db: Path, ws: str) -> dict[int, bytes | None]:
 
 def encoding(key: bytes, ws: str, blob: bytes, version: int, path: str = MEMORY_PATH) -> int:
     """The payload encoding byte, read with the key (tests only); a re-seal says what it carries."""
-    plain = crypto.aead(key).decrypt(
-        blob[crypto.HEADER_BYTES : crypto.HEADER_BYTES + crypto.NONCE_BYTES],
-        blob[crypto.HEADER_BYTES + crypto.NONCE_BYTES :],
-        crypto._ad_v2(crypto.file_place(ws, path, version), blob[: crypto.HEADER_BYTES]),
+    plain = sealing.aead(key).decrypt(
+        blob[sealing.HEADER_BYTES : sealing.HEADER_BYTES + sealing.NONCE_BYTES],
+        blob[sealing.HEADER_BYTES + sealing.NONCE_BYTES :],
+        _ad_v2(sealing.file_place(ws, path, version), blob[: sealing.HEADER_BYTES]),
     )
     return plain[0]
 
@@ -70,10 +71,10 @@ def test_a_save_chain_of_200_versions_opens_to_its_texts_with_a_keyframe_every_n
         assert backend.save(text, version).version == version + 1
     stored = rows(db, "w")
     kinds = {v: encoding(ws.key, "w", b, v) for v, b in stored.items() if b is not None}
-    assert all(kinds[v] != crypto.DELTA for v in kinds if crypto.keyframe(v))
-    assert all(kinds[v] == crypto.DELTA for v in kinds if not crypto.keyframe(v))
+    assert all(kinds[v] != sealing.DELTA for v in kinds if sealing.keyframe(v))
+    assert all(kinds[v] == sealing.DELTA for v in kinds if not sealing.keyframe(v))
     whole = len(stored[1] or b"")
-    assert max(len(stored[v] or b"") for v in kinds if not crypto.keyframe(v)) < whole / 4
+    assert max(len(stored[v] or b"") for v in kinds if not sealing.keyframe(v)) < whole / 4
     # Cold: a fresh client, every version alone and all at once; warm: newest first, one opener.
     fresh = LocalBackend(db, "w", ws.key, seen=SeenHeads(None))
     try:
@@ -87,7 +88,7 @@ def test_a_save_chain_of_200_versions_opens_to_its_texts_with_a_keyframe_every_n
     # Every row opens through a bare opener over the stored rows (what any other reader does).
     for version, blob in stored.items():
         assert blob is not None
-        got = crypto.open_sealed(ws.key, blob, workspace_id="w", path=MEMORY_PATH, version=version, fetch=stored.get)
+        got = sealing.open_sealed(ws.key, blob, workspace_id="w", path=MEMORY_PATH, version=version, fetch=stored.get)
         assert got == texts[version - 1]
         assert SECRET not in blob.decode("latin-1")
 
@@ -100,11 +101,11 @@ def test_the_version_after_a_clear_is_whole_and_reaches_nothing_before_it(local)
     cleared = backend.clear(2)
     after = backend.save(base + "- new evidence after the Clear\n", cleared.version)
     stored = rows(db, "w")
-    assert len(stored[3] or b"") == crypto.SEALED_EMPTY_BYTES
+    assert len(stored[3] or b"") == sealing.SEALED_EMPTY_BYTES
     blob = stored[after.version]
-    assert blob is not None and encoding(ws.key, "w", blob, after.version) != crypto.DELTA
+    assert blob is not None and encoding(ws.key, "w", blob, after.version) != sealing.DELTA
     # It opens with no earlier row at all: nothing of the text before the Clear is part of its chain.
-    alone = crypto.open_sealed(ws.key, blob, workspace_id="w", path=MEMORY_PATH, version=after.version)
+    alone = sealing.open_sealed(ws.key, blob, workspace_id="w", path=MEMORY_PATH, version=after.version)
     assert alone == base + "- new evidence after the Clear\n"
 
 
@@ -115,7 +116,7 @@ def test_a_missing_or_altered_base_refuses_in_one_line_without_text(local, capsy
     backend.save(base + SECRET + "\n- another\n", 1)
     backend.save(base + SECRET + "\n- another\n- third\n", 2)
     stored = rows(db, "w")
-    assert encoding(ws.key, "w", stored[3] or b"", 3) == crypto.DELTA
+    assert encoding(ws.key, "w", stored[3] or b"", 3) == sealing.DELTA
     conn = sqlite3.connect(db)
     try:  # version 2 (version 3's base) altered: one flipped bit of its ciphertext
         altered = bytearray(stored[2] or b"")
@@ -140,7 +141,7 @@ def test_a_missing_or_altered_base_refuses_in_one_line_without_text(local, capsy
     finally:
         conn.close()
     with pytest.raises(DecryptionFailed):
-        crypto.open_sealed(
+        sealing.open_sealed(
             ws.key, stored[3] or b"", workspace_id="w", path=MEMORY_PATH, version=3, fetch=rows(db, "w").get
         )
 
@@ -205,10 +206,10 @@ def test_captures_under_a_key_session_write_deltas_and_recall_opens_with_one_dec
         with service.db.read() as conn:
             head = files.get_current(conn, ws.id, MEMORY_PATH)
         assert head is not None and head.ciphertext is not None
-        assert encoding(ws.key, ws.id, head.ciphertext, 3) == crypto.DELTA
+        assert encoding(ws.key, ws.id, head.ciphertext, 3) == sealing.DELTA
         # A person's Save (sealed by their client as a delta): the next recall decrypts it alone.
         saved = recalled.text + "- saved by a person\n"
-        blob = crypto.seal(
+        blob = sealing.seal(
             ws.key,
             saved,
             workspace_id=ws.id,
@@ -247,7 +248,7 @@ def every_version_opens(db: Path, key: bytes, texts: list[str]) -> None:
         backend.close()
     stored = rows(db, "w")
     for version, blob in stored.items():  # cold, each alone
-        got = crypto.open_sealed(
+        got = sealing.open_sealed(
             key, blob or b"", workspace_id="w", path=MEMORY_PATH, version=version, fetch=stored.get
         )
         assert got == texts[version - 1]
@@ -266,7 +267,7 @@ def test_an_old_full_copy_database_opens_and_its_next_save_is_a_delta(tmp_path: 
         backend.save(texts[-1] + "- one more\n", 30)
     finally:
         backend.close()
-    assert encoding(key, "w", rows(db, "w")[31] or b"", 31) == crypto.DELTA
+    assert encoding(key, "w", rows(db, "w")[31] or b"", 31) == sealing.DELTA
     every_version_opens(db, key, [*texts, texts[-1] + "- one more\n"])
 
 
@@ -290,7 +291,7 @@ def test_compact_is_crash_safe_idempotent_and_keeps_the_chain(tmp_path: Path) ->
         backend.close()
     every_version_opens(db, key, texts)  # half compacted: every version opens the same
     stored = rows(db, "w")
-    assert encoding(key, "w", stored[stopped_at[0]] or b"", stopped_at[0]) == crypto.RESEAL
+    assert encoding(key, "w", stored[stopped_at[0]] or b"", stopped_at[0]) == sealing.RESEAL
     assert stored[stopped_at[0] + 1] == before[stopped_at[0] + 1]  # nothing after the crash point
     assert stored[150] == before[150]  # the head is never rewritten
 
@@ -310,9 +311,9 @@ def test_compact_is_crash_safe_idempotent_and_keeps_the_chain(tmp_path: Path) ->
     stored = rows(db, "w")
     assert sum(len(b or b"") for b in stored.values()) < sum(len(b or b"") for b in before.values()) / 4
     kinds = {v: encoding(key, "w", b or b"", v) for v, b in stored.items()}
-    assert all(kinds[v] != crypto.RESEAL for v in kinds if crypto.keyframe(v))
-    assert kinds[150] == crypto.RESEAL and kinds[151] == crypto.DELTA  # the old head is old now
-    assert all(stored[v][: crypto.HEADER_BYTES] == before[v][: crypto.HEADER_BYTES] for v in before)  # type: ignore[index]
+    assert all(kinds[v] != sealing.RESEAL for v in kinds if sealing.keyframe(v))
+    assert kinds[150] == sealing.RESEAL and kinds[151] == sealing.DELTA  # the old head is old now
+    assert all(stored[v][: sealing.HEADER_BYTES] == before[v][: sealing.HEADER_BYTES] for v in before)  # type: ignore[index]
 
 
 def test_the_server_takes_a_compaction_only_as_a_smaller_reseal_below_the_head(tmp_path: Path) -> None:
@@ -320,11 +321,11 @@ def test_the_server_takes_a_compaction_only_as_a_smaller_reseal_below_the_head(t
     service = new_service(str(db))
     try:
         stored = rows(db, "w")
-        opener = crypto.opener(key, workspace_id="w", path=MEMORY_PATH, fetch=stored.get)
+        opener = sealing.opener(key, workspace_id="w", path=MEMORY_PATH, fetch=stored.get)
 
         def resealed(version: int) -> bytes:
             blob = stored[version] or b""
-            return crypto.reseal(
+            return sealing.reseal(
                 key,
                 opener(blob, version),
                 blob,
@@ -336,7 +337,7 @@ def test_the_server_takes_a_compaction_only_as_a_smaller_reseal_below_the_head(t
             )
 
         def digest(version: int) -> str:
-            return crypto.content_hash(stored[version] or b"")
+            return sealing.content_hash(stored[version] or b"")
 
         head = resealed(5)
         assert not service.compact_version("local", "w", MEMORY_PATH, 5, digest(5), head)  # never the head
@@ -354,8 +355,8 @@ def test_the_server_takes_a_compaction_only_as_a_smaller_reseal_below_the_head(t
 
 def test_compact_from_the_command_line(tmp_path: Path, memframe_home: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     from memframe import paths
-    from memframe.backend.workspaces import write_key
     from memframe.cli import main
+    from memframe.sealing.keyfiles import write_key
 
     service = new_service(str(paths.local_database()))
     try:
@@ -421,7 +422,7 @@ def test_a_note_a_person_saved_as_deltas_reads_and_searches_for_the_assistant(tm
             backend.write_file("notes/plan.md", base + f"- step {n}\n", n)
         stored = service.get_file("local", ws.id, "notes/plan.md")
         assert stored is not None and stored.ciphertext is not None
-        assert encoding(ws.key, ws.id, stored.ciphertext, 5, "notes/plan.md") == crypto.DELTA
+        assert encoding(ws.key, ws.id, stored.ciphertext, 5, "notes/plan.md") == sealing.DELTA
         open_key_sessions(service, [ws])
         admit_many(service, [ws], 1)
         credential = ws.admissions[0].credential
@@ -440,9 +441,9 @@ def test_compaction_never_rewrites_the_memorys_head_beside_a_document_with_more_
         for base in range(8):  # another path of the same workspace, far ahead of the memory's head
             service.put_file("local", "w", "notes/a.md", blob, base)
         stored = rows(db, "w")
-        opener = crypto.opener(key, workspace_id="w", path=MEMORY_PATH, fetch=stored.get)
+        opener = sealing.opener(key, workspace_id="w", path=MEMORY_PATH, fetch=stored.get)
         head = stored[5] or b""
-        resealed = crypto.reseal(
+        resealed = sealing.reseal(
             key,
             opener(head, 5),
             head,
@@ -452,10 +453,10 @@ def test_compaction_never_rewrites_the_memorys_head_beside_a_document_with_more_
             version=5,
             previous_text=texts[3],
         )
-        assert not service.compact_version("local", "w", MEMORY_PATH, 5, crypto.content_hash(head), resealed)
+        assert not service.compact_version("local", "w", MEMORY_PATH, 5, sealing.content_hash(head), resealed)
         with pytest.raises(InvalidInput):  # the same bytes again are not smaller
             service.compact_version(
-                "local", "w", MEMORY_PATH, 3, crypto.content_hash(stored[3] or b""), stored[3] or b""
+                "local", "w", MEMORY_PATH, 3, sealing.content_hash(stored[3] or b""), stored[3] or b""
             )
     finally:
         service.close()

@@ -7,14 +7,14 @@ never-created memory was never checked to be neither deleted nor versioned.
 
 from __future__ import annotations
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.types import MemoryDocument, MemoryHead, Policy
 from memframe.service import MemoryService
 
 
 def test_D0_a_never_created_memory_loads_empty_at_version_0_and_not_deleted(service: MemoryService) -> None:
-    doc = LocalBackend(service, "ws", crypto.new_key()).load()
+    doc = LocalBackend(service, "ws", sealing.new_key()).load()
     assert (doc.text, doc.version, doc.deleted, doc.info) == ("", 0, False, None)
     assert MemoryHead(None, Policy()).version == 0
 

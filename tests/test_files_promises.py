@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import NotFound
 from memframe.core.types import MEMORY_PATH, Author, Operation
 from memframe.service import MemoryService, files
@@ -18,7 +18,7 @@ from memframe.service.accounts import LOCAL_USER
 
 def _versions(service: MemoryService, count: int) -> None:
     """`count` revisions of the memory, written straight into one transaction (no text is opened)."""
-    blob = crypto.seal(crypto.new_key(), "x\n", workspace_id="ws", path=MEMORY_PATH, version=1)
+    blob = sealing.seal(sealing.new_key(), "x\n", workspace_id="ws", path=MEMORY_PATH, version=1)
     with service.db.write() as conn:
         for version in range(1, count + 1):
             files.insert_version(

@@ -16,18 +16,18 @@ from typing import Any
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import Unavailable, VersionConflict
 from memframe.core.types import MEMORY_PATH, Operation
 from memframe.service import MemoryService
 from memframe.service import service as service_module
 from memframe.service.accounts import LOCAL_USER
 
-KEY = crypto.new_key()
+KEY = sealing.new_key()
 
 
 def _sealed(workspace: str, version: int, text: str, path: str = MEMORY_PATH) -> bytes:
-    return crypto.seal(KEY, text, workspace_id=workspace, path=path, version=version)
+    return sealing.seal(KEY, text, workspace_id=workspace, path=path, version=version)
 
 
 def _save(service: MemoryService, workspace: str, base: int, text: str, path: str = MEMORY_PATH) -> int:
@@ -132,7 +132,7 @@ def test_a_burst_of_saves_to_different_workspaces_lands_in_one_transaction(
     for ws in workspaces:
         head = service.get_file(LOCAL_USER, ws, MEMORY_PATH)
         assert head is not None and head.info.version == 1
-        text = crypto.open_sealed(KEY, head.ciphertext or b"", workspace_id=ws, path=MEMORY_PATH, version=1)
+        text = sealing.open_sealed(KEY, head.ciphertext or b"", workspace_id=ws, path=MEMORY_PATH, version=1)
         assert text == f"# {ws}\n"
 
 
@@ -187,7 +187,7 @@ def test_a_clear_and_an_undo_in_one_group_each_judge_their_own_base(engine_servi
     service = engine_service
     v1 = _save(service, "ws", 0, "one\n")
     v2 = _save(service, "ws", v1, "two\n")
-    empty = crypto.seal(KEY, "", workspace_id="ws", path=MEMORY_PATH, version=v2 + 1)
+    empty = sealing.seal(KEY, "", workspace_id="ws", path=MEMORY_PATH, version=v2 + 1)
     before = service.get_policy(LOCAL_USER, "ws").clear_generation
     with _one_group(service, 2) as start:
         cleared = start(lambda: service.put_file(LOCAL_USER, "ws", MEMORY_PATH, empty, v2, clear=True))

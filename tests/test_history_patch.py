@@ -130,10 +130,11 @@ def test_a_workspace_the_local_user_left_is_refused(capsys, local) -> None:  # t
 
 
 def test_a_wrong_key_is_one_line_and_prints_no_text(capsys, local, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
-    from memframe import crypto, keyfiles
+    from memframe import sealing
+    from memframe.sealing import keyfiles
 
     key_file = memframe_home / "keys" / "local" / "default.key"
-    key_file.write_bytes(keyfiles.encode_key_file(crypto.new_key(), "default"))
+    key_file.write_bytes(keyfiles.encode_key_file(sealing.new_key(), "default"))
     code, out, err = run(capsys, "history", "-p")
     assert (code, out) == (EXIT_ERROR, "")
     assert err.startswith("memframe: ") and err.count("\n") == 1 and "Traceback" not in err
@@ -199,7 +200,7 @@ def delta_history(home: Path, count: int = 140) -> list[str]:
 
 def set_rows(rows: dict[int, bytes]) -> None:
     """Replace stored ciphertexts of "w"'s memory, as anyone who can write the database might."""
-    from memframe import crypto
+    from memframe import sealing
     from memframe.core.types import MEMORY_PATH
 
     with sqlite3.connect(paths.local_database()) as conn:
@@ -207,7 +208,7 @@ def set_rows(rows: dict[int, bytes]) -> None:
             conn.execute(
                 "UPDATE file_versions SET ciphertext = ?, content_hash = ?"
                 " WHERE workspace_id = 'w' AND path = ? AND version = ?",
-                (blob, crypto.content_hash(blob), MEMORY_PATH, version),
+                (blob, sealing.content_hash(blob), MEMORY_PATH, version),
             )
 
 
@@ -235,16 +236,16 @@ def every_text() -> list[str]:
 
 
 def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
-    from memframe import crypto
-    from memframe.backend.workspaces import load_key
+    from memframe import sealing
     from memframe.core.types import MEMORY_PATH
+    from memframe.sealing.keyfiles import load_key
 
     texts = delta_history(memframe_home, 100)
     key = load_key("w")
     # What an old memframe left (versions 1 and 2 sealed v1), then the chain from version 3 on.
-    rows = {v: crypto.seal_v1(key, texts[v - 1], workspace_id="w", path=MEMORY_PATH) for v in (1, 2)}
+    rows = {v: sealing.seal_v1(key, texts[v - 1], workspace_id="w", path=MEMORY_PATH) for v in (1, 2)}
     for version in range(3, len(texts) + 1):
-        rows[version] = crypto.seal(
+        rows[version] = sealing.seal(
             key, texts[version - 1], workspace_id="w", path=MEMORY_PATH, version=version,
             previous=rows[version - 1], previous_text=texts[version - 2],
         )  # fmt: skip
@@ -257,7 +258,7 @@ def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_
         backend.close()
         fresh.close()
     # An old-format text after the chain began is refused, in one line and with no text shown.
-    set_rows({70: crypto.seal_v1(key, texts[69], workspace_id="w", path=MEMORY_PATH)})
+    set_rows({70: sealing.seal_v1(key, texts[69], workspace_id="w", path=MEMORY_PATH)})
     code, out, err = run(capsys, "history", "-p", "-w", "w", "--limit", "1000")
     assert (code, out) == (EXIT_ERROR, "") and err.count("\n") == 1 and "format due here" in err
     assert "remembered" not in err
@@ -265,16 +266,16 @@ def test_old_format_revisions_open_only_before_the_chain_began(capsys, memframe_
 
 @pytest.mark.parametrize("damage", ["swapped", "missing", "moved"])
 def test_a_delta_whose_base_row_was_changed_fails_in_one_line(capsys, memframe_home: Path, damage) -> None:  # type: ignore[no-untyped-def]
-    from memframe import crypto
-    from memframe.backend.workspaces import load_key
+    from memframe import sealing
     from memframe.core.types import MEMORY_PATH
+    from memframe.sealing.keyfiles import load_key
 
     texts = delta_history(memframe_home, 100)
     key = load_key("w")
     with sqlite3.connect(paths.local_database()) as conn:
         stored = dict(conn.execute("SELECT version, ciphertext FROM file_versions WHERE workspace_id = 'w'"))
     if damage == "swapped":  # a genuine version 80 of another history: same key, same place
-        fork = crypto.seal(key, "- another text\n", workspace_id="w", path=MEMORY_PATH, version=80,
+        fork = sealing.seal(key, "- another text\n", workspace_id="w", path=MEMORY_PATH, version=80,
                            previous=stored[79], previous_text=texts[78])  # fmt: skip
         set_rows({80: fork})
     elif damage == "missing":

@@ -14,26 +14,26 @@ ROOT = PACKAGE
 #: The one rule table (DESIGN.md "Dependency direction"): layer -> {layer it may import: why}.
 #: Every arrow has its reason, and an arrow nothing uses any more fails `test_every_allowed_arrow_is_used`,
 #: so the table cannot keep exceptions that have gone stale. Modules at the package's top level are
-#: their own layer (`crypto`, `keyfiles`, `paths`, `settings`, `__main__`).
+#: their own layer (`paths`, `settings`, `__main__`).
 RULES: dict[str, dict[str, str]] = {
     "core": {},
-    "crypto": {"core": "errors and the sealed-path rules"},
-    "keyfiles": {
-        "core": "a damaged or wrong key file is a KeyFileError",
-        "crypto": "a wrapped key is sealed with AES-GCM",
+    "sealing": {
+        "core": "a text that does not open is DecryptionFailed; a bad key file is a KeyFileError",
+        "paths": "a person's key file lives under the user's data directory, written 0600",
+        "settings": "a key file's passphrase may come from the environment, read once in settings",
     },
     "settings": {"core": "a bad config file is an InvalidInput"},
     "paths": {"core": "errors", "settings": "MEMFRAME_HOME is read once, in settings"},
     "wire": {"core": "the HTTP bodies are read from and into the core dataclasses"},
     "service": {
         "core": "the contract's rules",
-        "crypto": "the service opens memory only inside a key session, in RAM",
+        "sealing": "the service opens memory only inside a key session, in RAM",
         "paths": "workspace ids are checked by the same rule the key files use",
         "keysessions": "keys live in the in-RAM store, or in the key-session service its client reaches",
     },
     "keysessions": {
         "core": "errors, the memory path and a key session's facts",
-        "crypto": "a live session's memory opener is made from its key, in RAM",
+        "sealing": "a live session's memory opener is made from its key, in RAM",
         "api": "the key-session service runs under serve's own uvicorn configuration (its read timeout)",
     },
     "api": {
@@ -48,13 +48,11 @@ RULES: dict[str, dict[str, str]] = {
     },
     "backend": {
         "core": "the Backend protocol speaks core types and errors",
-        "crypto": "sealing happens on the person's machine, in the backend",
+        "sealing": "sealing happens on the person's machine, in the backend, with the person's key file",
         "paths": "key files and this machine's records live under the user's data directory",
         "wire": "the remote backend reads the server's own models",
         "service": "the local backend is the service in-process on an embedded SQLite file",
         "assistant": "the local backend runs the Assistant in-process, as the server does",
-        "settings": "a key file's passphrase may come from the environment, read once in settings",
-        "keyfiles": "the workspace key is written to and read from its key file on the person's machine",
     },
     "mcp": {
         "core": "errors and the namespace rules",
@@ -74,8 +72,7 @@ RULES: dict[str, dict[str, str]] = {
         "api": "`memframe serve` runs the HTTP app",
         "service": "`memframe admin` manages accounts on the database",
         "assistant": "the chat command builds the model client",
-        "crypto": "`key export` shows the key's fingerprint, on the person's machine",
-        "keyfiles": "`key export/import` wrap and unwrap a key with a passphrase",
+        "sealing": "`key export/import` wrap and unwrap a key with a passphrase and show its fingerprint",
         "paths": "`key export` writes the key file 0600; `admin` finds the local database",
         "keysessions": "`memframe keysessions` runs the service; serve starts its private one for its workers",
     },

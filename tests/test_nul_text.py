@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.api import create_app
 from memframe.core.errors import InvalidInput
 from memframe.core.types import MEMORY_PATH
@@ -50,7 +50,7 @@ CALLS: dict[str, Callable[[MemoryService], object]] = {
 
 
 def _blob(workspace: str, path: str) -> bytes:
-    return crypto.seal(crypto.new_key(), "text\n", workspace_id=workspace, path=path, version=1)
+    return sealing.seal(sealing.new_key(), "text\n", workspace_id=workspace, path=path, version=1)
 
 
 def _rows(service: MemoryService) -> tuple[int, ...]:

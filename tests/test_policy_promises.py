@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import PolicyConflict
 from memframe.core.types import MEMORY_PATH, Mode, Policy
@@ -38,7 +38,7 @@ def test_M2_a_stale_revision_is_a_conflict_naming_the_current_one(service: Memor
 
 def test_C2_a_later_clear_whose_row_does_not_exist_does_not_advance_the_generation(service: MemoryService) -> None:
     """The statement looks for this Clear's own version row, not any Clear of the memory."""
-    key = crypto.new_key()
+    key = sealing.new_key()
     person = LocalBackend(service, "ws", key)
     person.save("- a\n", 0)
     person.clear(1)  # version 2, a real Clear: generation 1

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.api import create_app
 from memframe.backend.base import Backend, MemoryStore
 from memframe.backend.remote import RemoteBackend, RemoteStore
@@ -68,7 +68,7 @@ def token(service: MemoryService) -> str:
 
 @pytest.fixture
 def key() -> bytes:
-    return crypto.new_key()
+    return sealing.new_key()
 
 
 @pytest.fixture

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memframe import crypto, keyfiles
+from memframe import sealing
 from memframe.backend.sealed import SealedBackend
 from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput, RolledBack, WrongKey
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
+from memframe.sealing import keyfiles
 from memframe.service import MemoryService
 from tests.conftest import World
 from tests.reliability.support import dump, raw
@@ -132,8 +133,8 @@ def test_another_text_at_a_seen_version_is_refused(world: World) -> None:
     b.save("- first\n", 0)
     b.save("- second\n", 1)
     # A genuine, well-sealed version 2 that this machine did not see (a fork of the history).
-    fork = crypto.seal(world.key, "- forked\n", workspace_id=world.workspace_id, path=MEMORY_PATH, version=2)
-    _overwrite(world, 2, (len(b"- forked\n"), crypto.content_hash(fork), fork))
+    fork = sealing.seal(world.key, "- forked\n", workspace_id=world.workspace_id, path=MEMORY_PATH, version=2)
+    _overwrite(world, 2, (len(b"- forked\n"), sealing.content_hash(fork), fork))
     with pytest.raises(RolledBack, match="another text as version 2"):
         world.client().load()
 
@@ -141,8 +142,8 @@ def test_another_text_at_a_seen_version_is_refused(world: World) -> None:
 def test_a_foreign_workspaces_ciphertext_is_refused(world: World) -> None:
     b = world.client()
     b.save("- ours\n", 0)
-    foreign = crypto.seal(world.key, "- theirs\n", workspace_id="elsewhere", path=MEMORY_PATH, version=1)
-    _overwrite(world, 1, (9, crypto.content_hash(foreign), foreign))
+    foreign = sealing.seal(world.key, "- theirs\n", workspace_id="elsewhere", path=MEMORY_PATH, version=1)
+    _overwrite(world, 1, (9, sealing.content_hash(foreign), foreign))
     reader = World(world.kind, world.service, world.workspace_id, world.key, world.user, world.make)
     try:
         with pytest.raises(DecryptionFailed) as err:
@@ -156,8 +157,8 @@ def test_a_v1_text_is_refused_once_the_chain_began(world: World) -> None:
     b = world.client()
     b.save("- one\n", 0)
     b.save("- two\n", 1)
-    old = crypto.seal_v1(world.key, "- planted\n", workspace_id=world.workspace_id, path=MEMORY_PATH)
-    _overwrite(world, 2, (10, crypto.content_hash(old), old))
+    old = sealing.seal_v1(world.key, "- planted\n", workspace_id=world.workspace_id, path=MEMORY_PATH)
+    _overwrite(world, 2, (10, sealing.content_hash(old), old))
     with pytest.raises(DecryptionFailed, match="format due here"):
         world.client().load()
     with pytest.raises(ChainBroken, match="version 2"):
@@ -168,8 +169,8 @@ def test_old_v1_versions_keep_opening_and_the_chain_starts_after_them(world: Wor
     """A document sealed before v2: its v1 versions open; the first new save starts the chain."""
     b = world.client()
     b.save("placeholder\n", 0)  # makes the document exist; then make it what an old memframe stored
-    old = crypto.seal_v1(world.key, "- from before\n", workspace_id=world.workspace_id, path=MEMORY_PATH)
-    _overwrite(world, 1, (14, crypto.content_hash(old), old))
+    old = sealing.seal_v1(world.key, "- from before\n", workspace_id=world.workspace_id, path=MEMORY_PATH)
+    _overwrite(world, 1, (14, sealing.content_hash(old), old))
     fresh = World(world.kind, world.service, world.workspace_id, world.key, world.user, world.make)
     try:
         c = fresh.client()
@@ -177,7 +178,7 @@ def test_old_v1_versions_keep_opening_and_the_chain_starts_after_them(world: Wor
         doc = c.load()
         assert doc.text == "- from before\n" and doc.version == 1
         c.save("- after\n", 1)
-        head = crypto.header(_rows(world)[2][2])
+        head = sealing.header(_rows(world)[2][2])
         assert head is not None and head.since == 2
         assert c.read_revision(1) == "- from before\n"
         assert dict(c.verify())[MEMORY_PATH] == 2
@@ -189,7 +190,7 @@ def test_a_wrong_key_is_refused_on_an_empty_workspace(world: World) -> None:
     owner = world.client()
     owner.prove_key()  # the first key holder writes the key check (what `init` does)
     owner.key_session()
-    stranger = World(world.kind, world.service, world.workspace_id, crypto.new_key(), world.user, world.make)
+    stranger = World(world.kind, world.service, world.workspace_id, sealing.new_key(), world.user, world.make)
     try:
         client = stranger.client()
         with pytest.raises(WrongKey) as err:
@@ -208,7 +209,7 @@ def test_the_first_verified_open_writes_the_key_check(world: World) -> None:
     b.save("- tea\n", 0)
     assert b.store.get_key_check() is None
     b.key_session()
-    assert b.store.get_key_check() == crypto.key_check(world.key, world.workspace_id)
+    assert b.store.get_key_check() == sealing.key_check(world.key, world.workspace_id)
 
 
 @pytest.mark.parametrize("size", [3, 27, 28, 60, 72, 74])
@@ -216,7 +217,7 @@ def test_a_clear_must_be_exactly_a_sealed_empty_text(world: World, size: int) ->
     b = world.client()
     b.save("- keep me\n", 0)
     before = dump(_db(world))
-    body = crypto.MAGIC + bytes(size - 4) if size >= 4 else b"abc"
+    body = sealing.MAGIC + bytes(size - 4) if size >= 4 else b"abc"
     with pytest.raises(InvalidInput) as err:
         b.store.put_file(MEMORY_PATH, body, 1, clear=True)
     _one_line(err.value)
@@ -299,7 +300,7 @@ def test_importing_a_wrong_key_is_refused_and_keeps_the_right_one(
     assert main(["init"]) == 0
     right = paths.key_file("default").read_bytes()
     stranger = tmp_path / "stranger.key"
-    stranger.write_bytes(keyfiles.encode_key_file(crypto.new_key(), "default", "pass"))
+    stranger.write_bytes(keyfiles.encode_key_file(sealing.new_key(), "default", "pass"))
     monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "pass")
     capsys.readouterr()
     assert main(["key", "import", str(stranger), "--force"]) == EXIT_ERROR

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import InvalidInput, NotFound, SchemaTooNew, Unauthorized, Unavailable
 from memframe.core.types import MEMORY_PATH, Mode, Policy
@@ -63,7 +63,7 @@ def test_generation_statement_is_conditioned_on_the_clear_row(service: MemorySer
 
 
 def test_clear_rolls_back_whole_when_the_batch_fails(service: MemoryService, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    key = crypto.new_key()
+    key = sealing.new_key()
     b = LocalBackend(service, "ws", key)
     b.save("keep\n", 0)
     import memframe.service.service as svc_mod
@@ -76,11 +76,11 @@ def test_clear_rolls_back_whole_when_the_batch_fails(service: MemoryService, mon
 
 
 def test_clear_must_be_empty_and_only_on_memory(service: MemoryService) -> None:
-    key = crypto.new_key()
-    blob = crypto.seal(key, "not empty", workspace_id="ws", path=MEMORY_PATH, version=1)
+    key = sealing.new_key()
+    blob = sealing.seal(key, "not empty", workspace_id="ws", path=MEMORY_PATH, version=1)
     with pytest.raises(InvalidInput, match="empty"):
         service.put_file(LOCAL_USER, "ws", MEMORY_PATH, blob, 0, clear=True)
-    empty = crypto.seal(key, "", workspace_id="ws", path="notes/a.md", version=1)
+    empty = sealing.seal(key, "", workspace_id="ws", path="notes/a.md", version=1)
     with pytest.raises(InvalidInput, match="memory"):
         service.put_file(LOCAL_USER, "ws", "notes/a.md", empty, 0, clear=True)
 
@@ -123,7 +123,7 @@ def test_no_plaintext_diff_or_key_at_rest(tmp_path: Path) -> None:
     service = MemoryService(db)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
-    key = crypto.new_key()
+    key = sealing.new_key()
     b = LocalBackend(service, "ws", key)
     secrets_ = [
         "Favourite tea: Lapsang souchong",
@@ -147,7 +147,7 @@ def test_no_plaintext_diff_or_key_at_rest(tmp_path: Path) -> None:
 
 @pytest.mark.fault
 def test_full_disk_is_a_clear_error_and_changes_nothing(service: MemoryService) -> None:
-    b = LocalBackend(service, "ws", crypto.new_key())
+    b = LocalBackend(service, "ws", sealing.new_key())
     b.save("small\n", 0)
     conn = service.db._writer
     pages = conn.execute("PRAGMA page_count").fetchone()[0]

@@ -16,7 +16,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import PolicyConflict, VersionConflict
 from memframe.core.types import Mode, Operation
@@ -35,7 +35,7 @@ class TwoClients(RuleBasedStateMachine):
         self.service = MemoryService(Path(self.tmp.name) / "m.db")
         self.service.accounts.add_user(LOCAL_USER)
         self.service.accounts.create_workspace("ws", LOCAL_USER)
-        key = crypto.new_key()
+        key = sealing.new_key()
         self.clients = [LocalBackend(self.service, "ws", key) for _ in range(2)]
         self.base = [0, 0]  # each client's idea of the server version
         self.policy_seen = [0, 0]

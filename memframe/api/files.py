@@ -132,7 +132,7 @@ def list_versions(
     return VersionPage(versions=[VersionOut.model_validate(r) for r in rows], next_before=next_before)
 
 
-#: Revisions one run answer may hold: a keyframe's run is at most `crypto.KEYFRAME_EVERY` (64).
+#: Revisions one run answer may hold: a keyframe's run is at most `sealing.KEYFRAME_EVERY` (64).
 RUN_LIMIT = 200
 
 

@@ -1,7 +1,10 @@
 """Plaintext over any MemoryStore: sealing on the client, and save-state tracking.
 
 This is the only place a human write's text is encrypted, whichever backend
-is used, so local and remote cannot drift apart in what they store.
+is used, so local and remote cannot drift apart in what they store. It is the
+whole `Backend` protocol over a store, one short method per promise, which is why
+it runs past 400 lines; walking a chain (`verify`) and re-sealing old versions
+(`compact`) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -11,16 +14,16 @@ import json
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.base import MemoryStore
+from memframe.backend.compact import Compacted, compact
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
+from memframe.backend.verify import verify_chains
 from memframe.core.errors import (
     ChainBroken,
-    DecryptionFailed,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -46,16 +49,6 @@ if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the f
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
-@dataclass
-class Compacted:
-    """What `SealedBackend.compact` did: versions read, versions rewritten, and their bytes."""
-
-    versions: int = 0
-    rewritten: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-
-
 class SealedBackend:
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
@@ -77,10 +70,7 @@ class SealedBackend:
         # The newest version this client holds per path, its ciphertext and its text: the next
         # version chains onto the ciphertext and is sealed as a delta against the text.
         self._heads: dict[str, tuple[int, bytes | None, str]] = {}
-        self._openers: dict[str, crypto.Opener] = {}
-        # Per path, the windows of the text last sealed (`crypto.TextGrams`): from a client's second
-        # save of a path on, a small edit is sealed as a delta without compressing the whole text.
-        self._grams: dict[str, crypto.TextGrams | None] = {}
+        self._openers: dict[str, sealing.Opener] = {}
 
     @property
     def workspace_id(self) -> str:
@@ -105,7 +95,7 @@ class SealedBackend:
             return ""
         return self._opener(path)(blob, version, legacy=self._legacy_ok(path, version))
 
-    def _opener(self, path: str) -> crypto.Opener:
+    def _opener(self, path: str) -> sealing.Opener:
         """This client's opener for `path`, made once: it reads a delta's earlier versions (payload
         encoding 2) from the store, a keyframe's run at a time, each checked against the hash its
         successor names, and remembers what it opened (this process's memory only), so the Changes
@@ -120,7 +110,7 @@ class SealedBackend:
             with lock:
                 if version not in runs:
                     runs.clear()
-                    first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+                    first = max(1, version - (version - 1) % sealing.KEYFRAME_EVERY)
                     try:
                         stored = self.store.get_versions(path, list(range(first, version + 1)))
                     except NotFound:
@@ -128,7 +118,7 @@ class SealedBackend:
                     runs.update((s.info.version, s.ciphertext) for s in stored)
                 return runs.get(version)
 
-        made = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
+        made = sealing.opener(self._key, workspace_id=self.workspace_id, path=path, fetch=fetch)
         self._openers[path] = made
         return made
 
@@ -140,13 +130,13 @@ class SealedBackend:
         blob = head.ciphertext
         self.seen.check(path, head.info.version, "")  # an older head: refused before any opening
         text = self._open_version(path, head.info.version, blob)  # an altered one fails here
-        digest = "" if blob is None else crypto.content_hash(blob)
+        digest = "" if blob is None else sealing.content_hash(blob)
         self.seen.check(path, head.info.version, digest)  # another genuine text at the same version
         self._note(path, head.info.version, blob, digest, text)
         return text
 
     def _note(self, path: str, version: int, blob: bytes | None, digest: str, text: str) -> None:
-        header = crypto.header(blob)
+        header = sealing.header(blob)
         if header is not None and not 0 < header.since <= version:
             raise ChainBroken(f"Version {version} of {path} does not chain (its chain start is wrong).")
         self.seen.note(path, version, digest, None if header is None else header.since)
@@ -170,10 +160,7 @@ class SealedBackend:
             if held is not None and held[0] == base_version:
                 previous, previous_text = held[1], held[2]
         seen = self.seen.get(path)
-        grams = self._grams.get(path)
-        if path not in self._grams:  # a one-off save (the CLI's) does not pay for counting
-            self._grams[path] = crypto.TextGrams()
-        return crypto.seal(
+        return sealing.seal(
             self._key,
             text,
             workspace_id=self.workspace_id,
@@ -182,7 +169,6 @@ class SealedBackend:
             previous=previous,
             since=None if seen is None else seen.since,
             previous_text=previous_text,
-            grams=grams,
         )
 
     def _put(self, path: str, blob: bytes, base_version: int, text: str, **kwargs: object) -> VersionInfo:
@@ -196,7 +182,7 @@ class SealedBackend:
         return info
 
     def _acknowledged(self, path: str, info: VersionInfo, blob: bytes, text: str) -> None:
-        digest = crypto.content_hash(blob)
+        digest = sealing.content_hash(blob)
         if info.content_hash and info.content_hash != digest:
             raise ChainBroken(f"The server acknowledged version {info.version} of {path} with another hash.")
         self.seen.check(path, info.version, digest)
@@ -257,174 +243,16 @@ class SealedBackend:
         }
 
     def verify(self) -> list[tuple[str, int]]:
-        """Walk every document's whole chain; (path, head version) of each, or ChainBroken /
-        RolledBack naming the first break. Reads every version once, opening each with the key."""
-        checked: list[tuple[str, int]] = []
-        for path, head_version, _deleted in self.store.list_files():
-            self.seen.check(path, head_version, "")
-            checked.append((path, self._verify_path(path, head_version)))
-        seen_paths = {p for p, _ in checked}
-        if MEMORY_PATH not in seen_paths:
-            self.seen.check(MEMORY_PATH, 0, "")
-        return checked
-
-    def _verify_path(self, path: str, head_version: int) -> int:
-        open_blob = self._opener(path)
-        previous: bytes | None = None
-        previous_was_deletion = False
-        since: int | None = None
-        last_digest = ""
-        for start in range(1, head_version + 1, 200):
-            wanted = list(range(start, min(head_version, start + 199) + 1))
-            try:
-                stored = self.store.get_versions(path, wanted)
-            except NotFound as exc:
-                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
-            for s in stored:
-                version, blob = s.info.version, s.ciphertext
-                where = f"version {version} of {path}"
-                digest = "" if blob is None else crypto.content_hash(blob)
-                if digest != s.info.content_hash:
-                    raise ChainBroken(f"The history does not chain at {where}: its hash is not its ciphertext's.")
-                header = crypto.header(blob)
-                if blob is not None and header is None and since is not None:
-                    raise ChainBroken(
-                        f"The history does not chain at {where}: an old-format text after the chain began."
-                    )
-                if header is not None:
-                    # The hash of the version before's ciphertext, or of the one its re-seal stands for
-                    # (`memframe admin compact`): authenticated under the key, so a server cannot forge it.
-                    expected = crypto.NO_PREVIOUS if previous is None else open_blob.chain_hash(previous, version - 1)
-                    if header.previous != expected:
-                        raise ChainBroken(
-                            f"The history does not chain at {where}: it does not follow version {version - 1}."
-                        )
-                    if previous_was_deletion:  # a revival may not know the chain start: any start so far
-                        since_ok = 0 < header.since <= version
-                    elif since is None:
-                        since_ok = header.since == version
-                    else:
-                        since_ok = header.since == since
-                    if not since_ok:
-                        raise ChainBroken(f"The history does not chain at {where}: its chain start is wrong.")
-                    since = header.since
-                try:
-                    open_blob(blob, version, legacy=header is None)
-                except DecryptionFailed:
-                    raise ChainBroken(
-                        f"The history does not chain at {where}: it could not be decrypted (moved, copied or altered)."
-                    ) from None
-                previous, previous_was_deletion = blob, blob is None
-                last_digest = digest
-        if head_version:
-            self.seen.check(path, head_version, last_digest)
-        return head_version
+        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each."""
+        return verify_chains(self.store, self._key, self.seen)
 
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
-        """Rewrite old whole versions as re-sealed deltas (`memframe admin compact`): every document,
-        every version below its head, each rewrite its own compare-and-set transaction, so a crash or
-        a concurrent save leaves every version opening to its same text; running it again rewrites
-        only what is left. Needs the key (the server cannot read what it stores) and a store that
-        can rewrite a row (local; a server's database is compacted on a key holder's machine with
-        `--db`). `after_each(path, version)` runs after each rewrite (tests stop there, as a crash would).
-        """
-        replace = getattr(self.store, "replace_version", None)
-        if replace is None:
-            raise InvalidInput(
-                "Compaction rewrites a database directly: run it where the database is, with the key;"
-                " nothing was changed."
-            )
-        done = Compacted()
-        for path, head_version, _deleted in self.store.list_files():
-            self.seen.check(path, head_version, "")
-            self._compact_path(path, head_version, replace, done, after_each)
-        return done
-
-    def _compact_path(
-        self,
-        path: str,
-        head_version: int,
-        replace: Callable[[str, int, str, bytes], bool],
-        done: Compacted,
-        after_each: Callable[[str, int], None] | None,
-    ) -> None:
-        open_blob = crypto.opener(self._key, workspace_id=self.workspace_id, path=path, remember=True)
-        held: dict[int, bytes | None] = {}  # this run and the keyframe run before it: what deltas open against
-        chained = False  # no old-format text opens once a new-format one was read (as `verify` judges)
-        prev_blob: bytes | None = None
-        prev_text = ""
-        for start in range(1, head_version, 200):  # the head itself is never rewritten
-            for stale in [v for v in held if v < start - crypto.KEYFRAME_EVERY]:
-                del held[stale]
-            try:
-                stored = self.store.get_versions(path, list(range(start, min(head_version - 1, start + 199) + 1)))
-            except NotFound as exc:
-                raise ChainBroken(f"The history of {path} does not chain: {exc.message}") from None
-            for row in stored:
-                version, blob = row.info.version, row.ciphertext
-                held[version] = blob
-                header = crypto.header(blob)
-                chained = chained or header is not None
-                try:
-                    text = open_blob(blob, version, legacy=not chained, fetch=held.get)
-                    new = self._recompacted(open_blob, path, version, blob, text, prev_blob, prev_text, held)
-                except DecryptionFailed:
-                    raise ChainBroken(
-                        f"Version {version} of {path} could not be decrypted, so nothing after it was compacted."
-                    ) from None
-                done.versions += 1
-                if new is not None and blob is not None and replace(path, version, row.info.content_hash, new):
-                    held[version] = new
-                    done.rewritten += 1
-                    done.bytes_before += len(blob)
-                    done.bytes_after += len(new)
-                    if after_each is not None:
-                        after_each(path, version)
-                prev_blob, prev_text = held[version], text
-
-    def _recompacted(
-        self,
-        open_blob: crypto.Opener,
-        path: str,
-        version: int,
-        blob: bytes | None,
-        text: str,
-        prev_blob: bytes | None,
-        prev_text: str,
-        held: dict[int, bytes | None],
-    ) -> bytes | None:
-        """A smaller re-seal of `blob` as a delta against the version before, checked to open to the
-        same text; None when there is nothing to gain (a keyframe, a delta already, after a
-        deletion, a Clear or an old-format text)."""
-        header = crypto.header(blob)
-        if (
-            blob is None
-            or header is None
-            or crypto.keyframe(version)
-            or header.previous == crypto.NO_PREVIOUS
-            or prev_blob is None
-            or crypto.header(prev_blob) is None
-            or not prev_text
-            or open_blob.chain_hash(prev_blob, version - 1, fetch=held.get) != header.previous
-        ):
-            return None
-        new = crypto.reseal(
-            self._key,
-            text,
-            blob,
-            chain=open_blob.chain_hash(blob, version, fetch=held.get),
-            workspace_id=self.workspace_id,
-            path=path,
-            version=version,
-            previous_text=prev_text,
-        )
-        if len(new) >= len(blob) or open_blob(new, version, fetch=held.get) != text:
-            return None
-        return new
+        """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""
+        return compact(self.store, self._key, self.seen, after_each=after_each)
 
     def prove_key(self) -> None:
         """Check this key against the workspace's key check; the first key holder writes it."""
-        mine = crypto.key_check(self._key, self.workspace_id)
+        mine = sealing.key_check(self._key, self.workspace_id)
         stored = self.store.get_key_check()
         if stored is None:
             self.store.set_key_check(mine)
@@ -547,8 +375,8 @@ class SealedBackend:
         return self.store.receipts(conversation_id)
 
     def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
-        """Each message opens only at its position and role (see `crypto.open_transcript`)."""
-        return crypto.open_transcript(
+        """Each message opens only at its position and role (see `sealing.open_transcript`)."""
+        return sealing.open_transcript(
             self._key, self.workspace_id, conversation_id, self.store.transcript(conversation_id)
         )
 
@@ -559,7 +387,7 @@ class SealedBackend:
         from memframe.core.edits import parse_changes
         from memframe.core.turns import Proposal
 
-        raw = crypto.open_proposal(
+        raw = sealing.open_proposal(
             self._key,
             record.sealed_edits,
             workspace_id=self.workspace_id,

@@ -6,72 +6,16 @@ which backend" is decided once.
 
 from __future__ import annotations
 
-from memframe import crypto, keyfiles, paths
+from typing import TYPE_CHECKING
 
-# Light to import: `memframe history -p` reads keys through here on its short path, so the
-# backends, the errors and typing are imported only where they are used.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from memframe import paths, sealing
+from memframe.sealing.keyfiles import PassphrasePrompt, load_key, write_key
+
+if TYPE_CHECKING:  # the backends load with the workspace they open, not with the CLI's cheap commands
     from pathlib import Path
 
     from memframe.assistant.models import ModelClient
     from memframe.backend.sealed import SealedBackend
-
-    PassphrasePrompt = Callable[[str], str]
-
-
-def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
-    from memframe import settings
-
-    value = settings.current().passphrase  # $MEMFRAME_PASSPHRASE
-    if value:
-        return value
-    if prompt is None:
-        return None
-    return prompt(question) or None
-
-
-def write_key(
-    key: bytes,
-    workspace_id: str,
-    *,
-    remote_url: str | None = None,
-    passphrase: str | None = None,
-    overwrite: bool = False,
-) -> Path:
-    """Store a workspace key for this person: 0600, wrapped when a passphrase is given."""
-    target = paths.key_file(workspace_id, remote_url)
-    if target.exists() and not overwrite:
-        from memframe.core.errors import InvalidInput
-
-        raise InvalidInput(f"A key for {workspace_id!r} already exists at {target}; nothing was changed.")
-    paths.write_private_file(target, keyfiles.encode_key_file(key, workspace_id, passphrase))
-    return target
-
-
-def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None) -> bytes:
-    """The workspace key from its key file; a passphrase comes from the env or a prompt."""
-    source = paths.key_file(workspace_id, remote_url)
-    try:
-        raw = source.read_bytes()
-    except OSError as exc:
-        raise _key_unreadable(workspace_id, source, exc) from None
-    passphrase = None
-    if keyfiles.key_file_is_wrapped(raw):
-        passphrase = _passphrase(prompt, f"Passphrase for workspace {workspace_id!r}: ")
-    return keyfiles.decode_key_file(raw, passphrase, source=f"key file {source}")
-
-
-def _key_unreadable(workspace_id: str, source: Path, exc: OSError) -> Exception:
-    from memframe.core.errors import KeyFileError
-
-    if isinstance(exc, FileNotFoundError):
-        return KeyFileError(
-            f"No key for workspace {workspace_id!r} on this machine (looked in {source}). "
-            "Run 'memframe init' for a new workspace, or 'memframe key import' with a key a member exported."
-        )
-    return KeyFileError(f"Cannot read the key file {source}: {exc.strerror}.")
 
 
 def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db_path: Path | None = None) -> Path:
@@ -90,10 +34,10 @@ def init_local_workspace(workspace_id: str, *, passphrase: str | None = None, db
     try:
         service.accounts.add_user(LOCAL_USER, exist_ok=True)
         service.accounts.create_workspace(workspace_id, LOCAL_USER)
-        key = crypto.new_key()
+        key = sealing.new_key()
         # The first key holder writes the workspace's key check: a wrong key is refused from now on,
         # memory or not (an empty workspace included).
-        service.set_key_check(LOCAL_USER, workspace_id, crypto.key_check(key, workspace_id))
+        service.set_key_check(LOCAL_USER, workspace_id, sealing.key_check(key, workspace_id))
         return write_key(key, workspace_id, passphrase=passphrase)
     finally:
         service.close()

@@ -34,8 +34,9 @@ EXPORT_VARIABLE = "MEMFRAME_EXPORT_PASSPHRASE"
 def cmd_key(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from memframe import crypto, keyfiles, paths
-    from memframe.backend.workspaces import load_key, write_key
+    from memframe import paths, sealing
+    from memframe.sealing import keyfiles
+    from memframe.sealing.keyfiles import load_key, write_key
 
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
@@ -43,7 +44,7 @@ def cmd_key(args: argparse.Namespace) -> int:
         keyfiles.check_export_passphrase(passphrase)
         paths.write_private_file(Path(args.file), keyfiles.encode_key_file(key, args.workspace, passphrase))
         out(f"Wrote the key of {args.workspace!r}, passphrase-wrapped, to {args.file}.")
-        out(f"Fingerprint {crypto.key_fingerprint(key)}: the importer should see the same.")
+        out(f"Fingerprint {sealing.key_fingerprint(key)}: the importer should see the same.")
         return 0
     raw = _read_bytes(args.file)
     passphrase = args.settings.export_passphrase or prompt("Passphrase of the exported key: ")
@@ -59,7 +60,7 @@ def cmd_key(args: argparse.Namespace) -> int:
 
     prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # a wrong key is not kept
     path = write_key(key, args.workspace, remote_url=args.remote, overwrite=args.force)
-    out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {crypto.key_fingerprint(key)}).")
+    out(f"Imported the key of {args.workspace!r} to {path} (fingerprint {sealing.key_fingerprint(key)}).")
     return 0
 
 

@@ -12,18 +12,19 @@ from memframe.cli.output import out, size_line, when
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from memframe.backend.workspaces import init_local_workspace, write_key
+    from memframe.backend.workspaces import init_local_workspace
     from memframe.cli.keys import new_passphrase
+    from memframe.sealing.keyfiles import write_key
 
     passphrase = None
     if args.passphrase:
         passphrase = args.settings.passphrase or new_passphrase()
     if args.remote:
-        from memframe import crypto
+        from memframe import sealing
         from memframe.backend.workspaces import prove_key
 
         reached = _remote_probe(args)
-        key = crypto.new_key()
+        key = sealing.new_key()
         prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # writes the key check
         path = write_key(key, args.workspace, remote_url=args.remote, passphrase=passphrase)
         out(f"Workspace {args.workspace!r} on {reached}: key created at {path} (mode 0600).")

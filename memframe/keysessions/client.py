@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import KeySessionServiceDown, KeySessionUnavailable
 from memframe.core.turns import KeySessionInfo
 from memframe.core.types import MEMORY_PATH
@@ -58,7 +58,7 @@ class RemoteKeySessions:
             headers={"authorization": f"Bearer {credential}"},
             trust_env=False,  # never through a proxy from the environment: keys travel in these bodies
         )
-        self._openers: OrderedDict[str, tuple[bytes, crypto.Opener]] = OrderedDict()
+        self._openers: OrderedDict[str, tuple[bytes, sealing.Opener]] = OrderedDict()
         self._lock = threading.Lock()
         self._limits: tuple[float, float] | None = None
 
@@ -104,12 +104,12 @@ class RemoteKeySessions:
         except (KeyError, ValueError):
             raise KeySessionServiceDown() from None
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """Resolved against the service on every call (liveness is never cached); the cipher built
         from the confirmed key is reused while the service keeps returning that same key."""
         return self.key_and_opener(session_id, workspace_id)[1]
 
-    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, sealing.Opener]:
         key = self.resolve(session_id, workspace_id)
         assert session_id is not None  # resolve refused an empty one
         with self._lock:
@@ -117,14 +117,14 @@ class RemoteKeySessions:
             if kept is not None and kept[0] == key:
                 self._openers.move_to_end(session_id)
                 return key, kept[1]
-        opener = crypto.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
+        opener = sealing.opener(key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True)
         with self._lock:
             self._openers[session_id] = (key, opener)
             while len(self._openers) > MAX_OPENERS:
                 self._openers.popitem(last=False)
         return key, opener
 
-    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """`memory_opener` on a thread, so the event loop serves other requests during the round trip."""
         return await asyncio.to_thread(self.memory_opener, session_id, workspace_id)
 

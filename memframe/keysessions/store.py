@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import KeySessionUnavailable
 from memframe.core.types import MEMORY_PATH
 
@@ -60,17 +60,17 @@ class KeySessionStore(Protocol):
         """The key of a live session of this workspace (touching it), else KeySessionUnavailable."""
         ...
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
-        """`crypto.opener` for the workspace's memory under a live session's key (as `resolve` judges),
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
+        """`sealing.opener` for the workspace's memory under a live session's key (as `resolve` judges),
         remembering what it opened so a head stored as a delta opens with one decrypt."""
         ...
 
-    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, sealing.Opener]:
         """`resolve` and `memory_opener` judged together, for a capture that opens the head and seals
         the next version: one look at the session (one round trip to a key-session service)."""
         ...
 
-    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """`memory_opener`, judged now exactly as the sync one is, for a caller on an event loop (recall
         on SQLite) that should serve other requests while a key-session service answers."""
         ...
@@ -100,7 +100,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
-    memory_opener: crypto.Opener | None = None
+    memory_opener: sealing.Opener | None = None
 
     def __repr__(self) -> str:  # never shows the key
         return f"<KeySession {self.workspace_id} for {self.user_id}>"
@@ -194,23 +194,23 @@ class KeySessions:
         """The key, if the session is live and belongs to this workspace; touching it keeps it alive."""
         return self._touch(session_id, workspace_id).key
 
-    def memory_opener(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
-        """`crypto.opener` for the workspace's memory under this session's key, made once per session
+    def memory_opener(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
+        """`sealing.opener` for the workspace's memory under this session's key, made once per session
         (recall opens the memory before every model call) and forgotten with the key. It remembers
         the versions it opened (RAM only, with the exact ciphertext each came from), so a head
         stored as a delta opens with one decrypt against the head before it; each call passes the
         `fetch` that reads earlier versions, for a head whose chain it has not opened yet."""
         return self.key_and_opener(session_id, workspace_id)[1]
 
-    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, crypto.Opener]:
+    def key_and_opener(self, session_id: str | None, workspace_id: str) -> tuple[bytes, sealing.Opener]:
         session = self._touch(session_id, workspace_id)
         if session.memory_opener is None:
-            session.memory_opener = crypto.opener(
+            session.memory_opener = sealing.opener(
                 session.key, workspace_id=workspace_id, path=MEMORY_PATH, remember=True
             )
         return session.key, session.memory_opener
 
-    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> crypto.Opener:
+    async def memory_opener_async(self, session_id: str | None, workspace_id: str) -> sealing.Opener:
         """The sync `memory_opener`, called right here: in this process it is a dict look-up under a
         lock no one holds for longer, so there is nothing to wait for."""
         return self.key_and_opener(session_id, workspace_id)[1]

@@ -13,7 +13,7 @@ import secrets
 import sqlite3
 from typing import NamedTuple
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import (
     AIDisabled,
     DecryptionFailed,
@@ -76,9 +76,9 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
         """Accept a key only if it is proven: it matches the workspace's key check, or (on a
         workspace that has none yet) it opens the memory, and then it writes the key check
         (trust on first use, see RELIABILITY.md). A wrong key fails now, memory or not."""
-        if len(key) != crypto.KEY_BYTES:
+        if len(key) != sealing.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
-        mine = crypto.key_check(key, workspace_id)
+        mine = sealing.key_check(key, workspace_id)
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
             row = conn.execute(
@@ -88,7 +88,7 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
             opens = True
             if head is not None and head.ciphertext is not None:  # a delta opens against its run, same snapshot
                 try:
-                    crypto.open_sealed(
+                    sealing.open_sealed(
                         key,
                         head.ciphertext,
                         workspace_id=workspace_id,
@@ -277,7 +277,7 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
         now = self.db.clock()
         return JudgedRecall(s, self._judge_recall(s, now), now)
 
-    def finish_recall(self, judged: JudgedRecall, opener: crypto.Opener | None) -> RecallResult:
+    def finish_recall(self, judged: JudgedRecall, opener: sealing.Opener | None) -> RecallResult:
         """Open the memory under `opener` when the judgement needs the key (None: the key session
         is unavailable, so recall withholds), then record the receipt."""
         result = judged.result
@@ -286,13 +286,13 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
         self._record_receipt(judged.snapshot, result, judged.now)
         return result
 
-    def _recall_opener(self, judged: JudgedRecall) -> crypto.Opener | None:
+    def _recall_opener(self, judged: JudgedRecall) -> sealing.Opener | None:
         try:
             return self.key_sessions.memory_opener(judged.snapshot.key_session_id, judged.snapshot.workspace_id)
         except KeySessionUnavailable:  # KeySessionServiceDown included: recall withholds
             return None
 
-    async def _recall_opener_async(self, judged: JudgedRecall) -> crypto.Opener | None:
+    async def _recall_opener_async(self, judged: JudgedRecall) -> sealing.Opener | None:
         s = judged.snapshot
         try:
             return await self.key_sessions.memory_opener_async(s.key_session_id, s.workspace_id)
@@ -328,7 +328,7 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
         return RecallResult(RecallStatus.PROVIDED, version, text=None)
 
     def _open_for_recall(
-        self, s: _RecallSnapshot, judged: RecallResult, open_memory: crypto.Opener | None
+        self, s: _RecallSnapshot, judged: RecallResult, open_memory: sealing.Opener | None
     ) -> RecallResult:
         if open_memory is None:
             return RecallResult(RecallStatus.UNAVAILABLE, judged.revision)

@@ -13,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, VersionConflict
 from memframe.core.turns import CaptureReceipt
@@ -123,14 +123,14 @@ class CaptureMixin(AssistantBase):
         expected_version: int,
         base: bytes | None,
         key: bytes,
-        opener: crypto.Opener,
+        opener: sealing.Opener,
         changes: Sequence[MemoryChange],
     ) -> tuple[str, bytes]:
         """(text, ciphertext) of the version after `base` (the head at `expected_version`, read in
         `conn`'s snapshot): the base opened, the changes applied, the result sealed."""
         base_text = _open_base(opener, workspace_id, expected_version, base, conn)
         text = apply_memory_changes(base_text, list(changes))
-        blob = crypto.seal(  # a delta against the base where smaller (never against a Clear's "")
+        blob = sealing.seal(  # a delta against the base where smaller (never against a Clear's "")
             key,
             text,
             workspace_id=workspace_id,
@@ -188,7 +188,7 @@ def _request_hash(changes: Sequence[MemoryChange], expected_version: int) -> str
 
 
 def _open_base(
-    opener: crypto.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
+    opener: sealing.Opener, workspace_id: str, version: int, base: bytes | None, conn: sqlite3.Connection
 ) -> str:
     """The memory text a capture applies its edits to, opened at its own version (a row copied
     from another version fails here). An old-format head still opens: it is the document's last

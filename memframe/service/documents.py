@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import DecryptionFailed, InvalidInput, NotFound
 from memframe.core.namespace import is_reserved, validate_document_path, validate_written_path
 from memframe.core.types import Author, DocumentHit, Operation, VersionInfo
@@ -40,7 +40,7 @@ class DocumentsMixin(AssistantBase):
         if blob is None:
             return ""
         fetch = files.keyframe_runs(self.db.read, workspace_id, path)
-        return crypto.open_sealed(
+        return sealing.open_sealed(
             key, blob, workspace_id=workspace_id, path=path, version=version, legacy=True, fetch=fetch
         )
 
@@ -93,7 +93,7 @@ class DocumentsMixin(AssistantBase):
             version = files.check_base(conn, workspace_id, path, base_version)
             head = files.get_current(conn, workspace_id, path)
             previous = None if head is None else head.ciphertext
-            blob = crypto.seal(key, text, workspace_id=workspace_id, path=path, version=version, previous=previous)
+            blob = sealing.seal(key, text, workspace_id=workspace_id, path=path, version=version, previous=previous)
             return self._insert(conn, workspace_id, path, version, Operation.SAVE, blob)
 
         return self.db.write_together(batch)
@@ -121,7 +121,7 @@ class DocumentsMixin(AssistantBase):
                 raise NotFound(f"There is no note {source!r}.")
             version = files.check_base(conn, workspace_id, source, base_version)
             text = self._open(key, workspace_id, source, head.ciphertext, head.info.version)
-            blob = crypto.seal(key, text, workspace_id=workspace_id, path=target, version=1)
+            blob = sealing.seal(key, text, workspace_id=workspace_id, path=target, version=1)
             target_version = files.check_base(conn, workspace_id, target, 0)
             self._insert(conn, workspace_id, source, version, Operation.DELETE, None)
             return self._insert(conn, workspace_id, target, target_version, Operation.SAVE, blob)
@@ -147,8 +147,8 @@ class DocumentsMixin(AssistantBase):
             if previous is None:
                 raise NotFound(f"The note {path!r} has no earlier text to restore.")
             text = self._open(key, workspace_id, path, previous.ciphertext, previous.info.version)
-            known = crypto.header(previous.ciphertext)  # the chain start carries across the deletion
-            blob = crypto.seal(
+            known = sealing.header(previous.ciphertext)  # the chain start carries across the deletion
+            blob = sealing.seal(
                 key,
                 text,
                 workspace_id=workspace_id,

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
-from memframe.crypto import content_hash, plaintext_size
+from memframe.sealing import content_hash, plaintext_size
 
 #: A stored document's ciphertext may not exceed this (memory over 8 KiB is kept, just not recalled).
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -111,9 +111,9 @@ def check_well_formed(ciphertext: bytes) -> None:
     but it can refuse what is too short, in an old format, or claims a size it cannot have)."""
     if len(ciphertext) > MAX_DOCUMENT_BYTES:
         raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
-    if len(ciphertext) < crypto.V1_OVERHEAD or not crypto.is_well_formed(ciphertext):
+    if len(ciphertext) < sealing.V1_OVERHEAD or not sealing.is_well_formed(ciphertext):
         raise InvalidInput(
-            f"The body is not a sealed text in memframe's format (at least {crypto.SEALED_EMPTY_BYTES} bytes,"
+            f"The body is not a sealed text in memframe's format (at least {sealing.SEALED_EMPTY_BYTES} bytes,"
             " with its header); nothing was written."
         )
 
@@ -139,7 +139,7 @@ def replace_ciphertext(
     if row is None or row[0] is None:
         return False
     old = bytes(row[0])
-    header_end = crypto.HEADER_BYTES
+    header_end = sealing.HEADER_BYTES
     if ciphertext[:header_end] != old[:header_end] or len(ciphertext) >= len(old):
         raise InvalidInput("A compacted version keeps its header and is smaller; nothing was written.")
     updated = conn.execute(
@@ -206,7 +206,7 @@ def keyframe_runs(
 
     def fetch(version: int) -> bytes | None:
         if version not in run:
-            first = max(1, version - (version - 1) % crypto.KEYFRAME_EVERY)
+            first = max(1, version - (version - 1) % sealing.KEYFRAME_EVERY)
             with read() as conn:
                 rows = conn.execute(
                     "SELECT version, ciphertext FROM file_versions WHERE workspace_id = ? AND path = ?"

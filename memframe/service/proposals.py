@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import CaptureRefused, InvalidInput, NotFound, ProposalRetired
 from memframe.core.turns import ProposalReason, ProposalRecord, ProposalStatus
@@ -44,7 +44,7 @@ class ProposalsMixin(AssistantBase):
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         proposal_id = "prop_" + secrets.token_hex(8)
-        sealed = crypto.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)
+        sealed = sealing.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)
         now = self.db.clock()
         record = ProposalRecord(
             proposal_id,

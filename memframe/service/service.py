@@ -24,13 +24,13 @@ from memframe.core.types import (
     StoredVersion,
     VersionInfo,
 )
-from memframe.crypto import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.keysessions.store import (
     DEFAULT_IDLE_SECONDS,
     DEFAULT_LIFETIME_SECONDS,
     KeySessions,
     KeySessionStore,
 )
+from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
 from memframe.service import files
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock

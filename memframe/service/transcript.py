@@ -6,7 +6,7 @@ replayed from stored records.
 
 from __future__ import annotations
 
-from memframe import crypto
+from memframe import sealing
 from memframe.service.admissions import AssistantBase
 
 
@@ -23,7 +23,7 @@ class TranscriptMixin(AssistantBase):
             ).fetchone()[0]
             # Sealed at its place in the conversation: a message moved, swapped or dropped from the
             # middle no longer opens at the position it is read from.
-            sealed = crypto.seal_message(
+            sealed = sealing.seal_message(
                 key, content, workspace_id=workspace_id, conversation_id=admission.conversation_id, seq=seq, role=role
             )
             conn.execute(
@@ -53,6 +53,6 @@ class TranscriptMixin(AssistantBase):
                 (admission.conversation_id,),
             ).fetchall()
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
-        return crypto.open_transcript(
+        return sealing.open_transcript(
             key, workspace_id, admission.conversation_id, [(str(r[0]), bytes(r[1])) for r in rows]
         )

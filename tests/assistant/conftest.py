@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.types import Mode
 from memframe.service import MemoryService
@@ -80,7 +80,7 @@ def stage(tmp_path: Path, clock: FakeClock) -> Iterator[Stage]:
     service = MemoryService(tmp_path / "a.db", clock=clock)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
-    key = crypto.new_key()
+    key = sealing.new_key()
     person = LocalBackend(service, "ws", key)
     service.assistant.set_ai(LOCAL_USER, "ws", True)
     session = service.assistant.open_key_session(LOCAL_USER, "ws", key)

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.errors import (
     AIDisabled,
     DecryptionFailed,
@@ -46,7 +46,7 @@ def test_sends_are_refused_while_ai_is_off(stage: Stage) -> None:
 def test_a_key_that_does_not_open_the_memory_is_refused(stage: Stage) -> None:
     stage.person.save("x\n", 0)
     with pytest.raises(DecryptionFailed):
-        stage.assistant.open_key_session(LOCAL_USER, "ws", crypto.new_key())
+        stage.assistant.open_key_session(LOCAL_USER, "ws", sealing.new_key())
 
 
 def test_admission_freezes_authority_and_writes_the_credential(stage: Stage) -> None:

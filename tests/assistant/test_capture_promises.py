@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import InvalidInput, ProposalRetired, VersionConflict
@@ -85,12 +85,12 @@ def test_F2_a_capture_applies_to_a_head_sealed_before_v2(stage: Stage) -> None:
     """A document last written by an older memframe (sealing v1) is still the base a capture
     edits: the capture opens it and starts the new chain after it."""
     stage.person.save("placeholder\n", 0)
-    old = crypto.seal_v1(stage.key, "# Memory\n", workspace_id="ws", path=MEMORY_PATH)
+    old = sealing.seal_v1(stage.key, "# Memory\n", workspace_id="ws", path=MEMORY_PATH)
     with stage.service.db.write() as conn:
         conn.execute(
             "UPDATE file_versions SET size = ?, content_hash = ?, ciphertext = ? WHERE workspace_id = 'ws'"
             " AND path = ? AND version = 1",
-            (len(old), crypto.content_hash(old), old, MEMORY_PATH),
+            (len(old), sealing.content_hash(old), old, MEMORY_PATH),
         )
     stage.set_mode(Mode.AUTO)
     assert _capture(stage, 1).version.version == 2
@@ -120,7 +120,7 @@ def test_F2_captures_store_the_seal_compressing_would_choose(stage: Stage) -> No
         _capture(stage, n, changes=[change])
         new_text = text.replace(lines[n * 11] + "\n", lines[n * 11] + " (checked)\n")
         previous = _stored(stage, n)
-        compressed = crypto.seal(
+        compressed = sealing.seal(
             stage.key,
             new_text,
             workspace_id="ws",

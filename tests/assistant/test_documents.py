@@ -65,10 +65,10 @@ def test_list_and_search_hide_the_namespace(stage: Stage, turn: Admission) -> No
 
 
 def test_people_still_manage_every_path_including_memory(stage: Stage) -> None:
-    from memframe import crypto
+    from memframe import sealing
     from memframe.service.accounts import LOCAL_USER
 
-    blob = crypto.seal(stage.key, "by hand\n", workspace_id="ws", path=MEMORY_PATH, version=1)
+    blob = sealing.seal(stage.key, "by hand\n", workspace_id="ws", path=MEMORY_PATH, version=1)
     assert stage.service.put_file(LOCAL_USER, "ws", MEMORY_PATH, blob, 0).version == 1
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.assistant.models import Message, ModelReply, ScriptedModel, ToolCall
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
@@ -61,7 +61,7 @@ class Calls:
 
 def recalled_block(svc: MemoryService, text: str) -> str:
     model = ScriptedModel()
-    b = person(svc, crypto.new_key(), model)
+    b = person(svc, sealing.new_key(), model)
     b.save(text, 0)
     result = b.send("c", "what do you know?")
     assert [c.status for c in result.calls] == [RecallStatus.PROVIDED]
@@ -106,7 +106,7 @@ def test_R3_a_forged_closing_marker_is_neutralised_at_the_binding(svc: MemorySer
 
 
 def test_A5_a_model_supplied_admission_id_or_credential_is_refused_and_cannot_act(svc: MemoryService) -> None:
-    key = crypto.new_key()
+    key = sealing.new_key()
     b = person(svc, key)
     b.save("# Memory\n", 0)
     b.set_policy(Mode.AUTO, 0)
@@ -131,7 +131,7 @@ def test_A5_a_model_supplied_admission_id_or_credential_is_refused_and_cannot_ac
 
 
 def test_C9_a_save_carrying_a_pre_clear_base_conflicts_and_memory_stays_cleared(svc: MemoryService) -> None:
-    key = crypto.new_key()
+    key = sealing.new_key()
     here, there = LocalBackend(svc, "ws", key), LocalBackend(svc, "ws", key)
     here.save("# Memory\n- secret\n", 0)
     retained = there.load()  # another frame keeps a draft on version 1
@@ -165,7 +165,7 @@ def test_C10_new_evidence_after_a_clear_is_capturable_while_auto_remains(stage: 
 
 
 def test_C10_a_turn_after_a_clear_remembers_in_auto(svc: MemoryService) -> None:
-    b = person(svc, crypto.new_key())
+    b = person(svc, sealing.new_key())
     b.save("- old\n", 0)
     b.set_policy(Mode.AUTO, 0)
     b.clear(1)
@@ -187,7 +187,7 @@ def test_Z4_a_turn_without_memory_state_uses_the_servers_current_revision(stage:
 
 def test_Z4_ask_agent_turns_are_admitted_by_the_same_ingress(svc: MemoryService) -> None:
     """What the MCP server's ask_agent does: the ordinary send, without an X-Memory-State."""
-    b = person(svc, crypto.new_key())
+    b = person(svc, sealing.new_key())
     b.save("- one\n", 0)
     b.save("- two\n", 1)
     turn = b.store.send_message("c", "what do you know?", idempotency_key="k", key_session_id=b.key_session(),
@@ -199,7 +199,7 @@ def test_Z4_ask_agent_turns_are_admitted_by_the_same_ingress(svc: MemoryService)
 
 
 def test_Z3_a_turn_cannot_read_memory_through_read_document_even_when_off(svc: MemoryService) -> None:
-    key = crypto.new_key()
+    key = sealing.new_key()
     b = person(svc, key)
     b.save("- private\n", 0)
     b.set_policy(Mode.OFF, 0)

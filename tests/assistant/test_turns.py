@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.assistant.models import Message, ModelReply, ScriptedModel, ToolCall
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import EditRefused, ProposalRetired
@@ -29,7 +29,7 @@ def svc(tmp_path: Path, clock: FakeClock) -> Iterator[MemoryService]:
 
 @pytest.fixture
 def key() -> bytes:
-    return crypto.new_key()
+    return sealing.new_key()
 
 
 def person(svc: MemoryService, key: bytes, model: Any = None) -> LocalBackend:

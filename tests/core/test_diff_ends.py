@@ -1,6 +1,6 @@
 """`unified_diff_text` over the edits a history holds: at the ends, within a line, repeated lines, a
 last line without "\\n", walked back over a chain of texts: always the line diff of its pair, byte for
-byte. And the opener reports a delta's shared ends (`Opener.with_ends`) for nothing else.
+byte.
 """
 
 from __future__ import annotations
@@ -11,20 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memframe import crypto
 from memframe.core import diffs
 from memframe.core.diffs import unified_diff_text
-from tests.test_crypto_delta import KEY, P, W, seal_history
 
 #: Lines that make the ends ambiguous: repeats, empty lines, shared beginnings, a last line without "\n".
 PIECES = ["- a\n", "- ab\n", "- a b\n", "\n", "x\n", "x", "- a", "# T\n", "- b\n"]
 TEXTS = st.lists(st.sampled_from(PIECES), max_size=25).map("".join)
 EDIT = st.tuples(st.integers(0, 400), st.integers(0, 30), st.text(alphabet="-ab x\n#", max_size=20))
-
-
-def delta_ends(a: str, b: str) -> tuple[int, int]:
-    """What a delta from `a` to `b` stores (`crypto._delta`): the bytes shared at the start, then at the end."""
-    return crypto._shared_ends(a.encode(), b.encode())
 
 
 def edited(a: str, edit: tuple[int, int, str]) -> str:
@@ -62,28 +55,6 @@ LONG = "".join(f"- fact number {i}\n" for i in range(40))
 def test_edge_cases_are_the_line_diff(old: str, new: str) -> None:
     for n in (0, 1, 3):
         assert unified_diff_text(old, new, "x", "y", n=n) == line_reference(old, new, n)
-
-
-# --- where the ends come from: the opener of a delta ---------------------------------------------
-
-
-def test_the_opener_reports_a_deltas_ends_and_nothing_else() -> None:
-    texts = [LONG]
-    for i in range(crypto.KEYFRAME_EVERY + 3):
-        texts.append(texts[-1].replace(f"- fact number {i % 40}\n", f"- fact number {i % 40}\n- added {i}\n", 1))
-    texts.append(texts[-1] + "- ünïcode\n")  # not ASCII: the delta's bytes are not characters
-    blobs = seal_history(texts)
-    opener = crypto.opener(KEY, workspace_id=W, path=P, fetch=lambda v: blobs[v - 1] if 0 < v <= len(blobs) else None)
-    for version, (text, blob) in enumerate(zip(texts, blobs, strict=True), start=1):
-        shown, ends = opener.with_ends(blob, version)
-        assert shown == text
-        if version == 1 or crypto.keyframe(version) or not text.isascii():
-            assert ends is None, version
-        else:
-            assert ends == delta_ends(texts[version - 2], text), version
-    # A text held from before (opened again) has no ends to report, and a deletion none at all.
-    assert opener.with_ends(blobs[2], 3) == (texts[2], None)
-    assert opener.with_ends(None, 4) == ("", None)
 
 
 def line_reference(a: str, b: str, n: int = 3) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memframe.core.types import MEMORY_PATH
-from memframe.crypto import plaintext_size
+from memframe.sealing import plaintext_size
 
 
 def _soak_factor() -> float:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import (
@@ -99,7 +99,7 @@ def world(store_at: Callable[[str], str]) -> Iterator[World]:
     acc.create_workspace("ws", LOCAL_USER)
     acc.add_member("ws", "bob")
     acc.create_workspace("ws2", "mallory")
-    key, other_key = crypto.new_key(), crypto.new_key()
+    key, other_key = sealing.new_key(), sealing.new_key()
     person = LocalBackend(service, "ws", key)
     person.save(f"# Memory\n{MEMORY_TEXT}\n", 0)
     person.set_ai(True)
@@ -138,7 +138,7 @@ PersonOp = Callable[[World, str], object]
 
 
 def _other_blob(w: World, text: str) -> bytes:
-    return crypto.seal(w.other_key, text, workspace_id="ws", path=MEMORY_PATH, version=2)
+    return sealing.seal(w.other_key, text, workspace_id="ws", path=MEMORY_PATH, version=2)
 
 
 PERSON_OPS: dict[str, PersonOp] = {
@@ -336,7 +336,7 @@ def test_off_means_a_turn_admitted_before_it_proposes_nothing(world: World) -> N
 
 def test_a_proposal_made_before_a_clear_cannot_be_marked_applied(world: World) -> None:
     """Issue 17: the service refuses it (not only the CLI); dismissing it still works."""
-    sealed = crypto.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH, version=2)
+    sealed = sealing.seal(world.key, "", workspace_id="ws", path=MEMORY_PATH, version=2)
     world.service.put_file(LOCAL_USER, "ws", MEMORY_PATH, sealed, 1, clear=True)
     before = dump(world.path)
     with pytest.raises(ProposalRetired) as refused:
@@ -385,7 +385,7 @@ def test_people_cannot_create_bidi_or_invisible_paths_but_existing_odd_paths_sta
     from memframe.service import service as service_module
 
     def sealed(path: str, text: str, version: int = 1, previous: bytes | None = None) -> bytes:
-        return crypto.seal(world.key, text, workspace_id="ws", path=path, version=version, previous=previous)
+        return sealing.seal(world.key, text, workspace_id="ws", path=path, version=version, previous=previous)
 
     for path in ("notes/\u202e.md", "notes/x\u200b.md", "notes/\u2067y.md"):
         with pytest.raises(InvalidInput):

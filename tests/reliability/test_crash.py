@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -182,7 +182,7 @@ def every_version_opens(db: str | Path, key: bytes) -> int:
     stored = {int(version): None if blob is None else bytes(blob) for version, blob in blobs}
     for version, blob in stored.items():  # each cold, its delta chain (if any) read from the rows
         if blob is not None:
-            crypto.open_sealed(key, blob, workspace_id=WORKSPACE, path=MEMORY_PATH, version=version, fetch=stored.get)
+            sealing.open_sealed(key, blob, workspace_id=WORKSPACE, path=MEMORY_PATH, version=version, fetch=stored.get)
     checker = LocalBackend(db, WORKSPACE, key, seen=SeenHeads(None))
     try:
         checker.verify()
@@ -227,7 +227,7 @@ def test_sigkill_mid_write_loses_nothing_acknowledged_on_postgresql(
 
 def run_batch(db: str | Path, forkserver: Any, tally: Counter[str], batch: int) -> None:
     rng = random.Random(0x5EED + batch)
-    key = crypto.new_key()
+    key = sealing.new_key()
     new_database(db, key)
     ledger = Ledger()
     busy = 0

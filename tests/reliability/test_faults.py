@@ -33,7 +33,7 @@ import pytest
 
 import memframe.service.db as db_module
 import memframe.service.pg as pg_module
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import FenceRefused, MemframeError, Unavailable
@@ -210,7 +210,7 @@ def make_scene(target: str | Path) -> Iterator[Scene]:
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
     service.accounts.create_workspace("ws2", LOCAL_USER)
-    key = crypto.new_key()
+    key = sealing.new_key()
     person = LocalBackend(service, "ws", key)
     person.save("# Memory\n- keeps tea in the left cupboard\n", 0)
     person.save("# Memory\n- keeps tea in the left cupboard\n- walks at noon\n", 1)
@@ -444,7 +444,7 @@ def _fill(scene: Scene) -> None:
     size, i = 3000, 0
     while size >= 8:
         i += 1
-        blob = crypto.seal(scene.key, os.urandom(size // 2).hex(), workspace_id="ws", path=f"pad/{i}", version=1)
+        blob = sealing.seal(scene.key, os.urandom(size // 2).hex(), workspace_id="ws", path=f"pad/{i}", version=1)
         try:
             scene.service.put_file(LOCAL_USER, "ws", f"pad/{i}", blob, 0)
         except Unavailable:

@@ -1,6 +1,6 @@
 """Fuzzing: tampered, truncated, re-nonced, spliced and moved ciphertexts are refused, never misread.
 
-`crypto.open_sealed` is the one place every stored text is opened (the frame,
+`sealing.open_sealed` is the one place every stored text is opened (the frame,
 the CLI, recall, capture, proposals and the transcript all go through it). Ten
 thousand Hypothesis-made tamperings — bit flips anywhere (nonce, body, tag),
 truncation, extension, insertion, a new nonce, splices of two ciphertexts, a
@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import DecryptionFailed
@@ -44,7 +44,7 @@ TAMPERINGS = sized(10_000, 100_000)
 PER_EXAMPLE = 20
 STORED_TAMPERINGS = sized(200, 1_000)
 
-KEY_WS, KEY_WS2 = crypto.new_key(), crypto.new_key()
+KEY_WS, KEY_WS2 = sealing.new_key(), sealing.new_key()
 PROPOSAL = "prop_0123456789abcdef"
 #: Other spellings a confused or malicious caller might use for the same place.
 SPELLINGS = [
@@ -78,28 +78,28 @@ def open_at(key: bytes, blob: bytes, place: Place) -> str:
     """Open `blob` at `place` through the one public opener of that kind of place."""
     if place[0] == "file":
         _, ws, path, version, legacy = place
-        return crypto.open_sealed(key, blob, workspace_id=ws, path=path, version=version, legacy=legacy)
+        return sealing.open_sealed(key, blob, workspace_id=ws, path=path, version=version, legacy=legacy)
     if place[0] == "message":
         _, ws, cid, seq, role, legacy = place
-        return crypto.open_message(key, blob, workspace_id=ws, conversation_id=cid, seq=seq, role=role, legacy=legacy)
+        return sealing.open_message(key, blob, workspace_id=ws, conversation_id=cid, seq=seq, role=role, legacy=legacy)
     _, ws, pid = place
-    return crypto.open_proposal(key, blob, workspace_id=ws, proposal_id=pid, legacy_path=proposal_path(pid))
+    return sealing.open_proposal(key, blob, workspace_id=ws, proposal_id=pid, legacy_path=proposal_path(pid))
 
 
 def _v2_place(place: Place) -> bytes:
     if place[0] == "file":
-        return crypto.file_place(place[1], place[2], place[3])
+        return sealing.file_place(place[1], place[2], place[3])
     if place[0] == "message":
-        return crypto.transcript_place(place[1], place[2], place[3], place[4])
-    return crypto.proposal_place(place[1], place[2])
+        return sealing.transcript_place(place[1], place[2], place[3], place[4])
+    return sealing.proposal_place(place[1], place[2])
 
 
 def _v1_ad(place: Place) -> bytes | None:
     if place[0] == "file":
-        return crypto.associated_data(place[1], place[2]) if place[4] else None
+        return sealing.associated_data(place[1], place[2]) if place[4] else None
     if place[0] == "message":
-        return crypto.associated_data(place[1], transcript_path(place[2])) if place[5] else None
-    return crypto.associated_data(place[1], proposal_path(place[2]))
+        return sealing.associated_data(place[1], transcript_path(place[2])) if place[5] else None
+    return sealing.associated_data(place[1], proposal_path(place[2]))
 
 
 def _genuine() -> list[Sealed]:
@@ -109,20 +109,22 @@ def _genuine() -> list[Sealed]:
             for text in TEXTS:
                 previous = None
                 for version in (1, 2, 3):  # a chain of three memory versions
-                    blob = crypto.seal(key, text, workspace_id=ws, path=MEMORY_PATH, version=version, previous=previous)
+                    blob = sealing.seal(
+                        key, text, workspace_id=ws, path=MEMORY_PATH, version=version, previous=previous
+                    )
                     out.append(Sealed(key, blob, ("file", ws, MEMORY_PATH, version, False)))
                     previous = blob
-                note = crypto.seal(key, text, workspace_id=ws, path="notes/plan.md", version=1)
+                note = sealing.seal(key, text, workspace_id=ws, path="notes/plan.md", version=1)
                 out.append(Sealed(key, note, ("file", ws, "notes/plan.md", 1, False)))
                 for path in (MEMORY_PATH, "notes/plan.md"):  # texts sealed before v2, where they are due
-                    old = crypto.seal_v1(key, text, workspace_id=ws, path=path)
+                    old = sealing.seal_v1(key, text, workspace_id=ws, path=path)
                     out.append(Sealed(key, old, ("file", ws, path, 1, True)))
                 for seq, role in ((1, "user"), (2, "assistant")):
-                    message = crypto.seal_message(
+                    message = sealing.seal_message(
                         key, text, workspace_id=ws, conversation_id="conv-1", seq=seq, role=role
                     )
                     out.append(Sealed(key, message, ("message", ws, "conv-1", seq, role, False)))
-                proposal = crypto.seal_proposal(key, text, workspace_id=ws, proposal_id=PROPOSAL)
+                proposal = sealing.seal_proposal(key, text, workspace_id=ws, proposal_id=PROPOSAL)
                 out.append(Sealed(key, proposal, ("proposal", ws, PROPOSAL)))
     return out
 
@@ -138,9 +140,9 @@ def really_opens(key: bytes, blob: bytes, place: Place) -> bool:
     for g in _BY_BLOB.get(blob, []):
         if g.key != key:
             continue
-        if crypto.header(blob) is not None and _v2_place(place) == _v2_place(g.place):
+        if sealing.header(blob) is not None and _v2_place(place) == _v2_place(g.place):
             return True
-        if crypto.header(blob) is None and _v1_ad(place) is not None and _v1_ad(place) == _v1_ad(g.place):
+        if sealing.header(blob) is None and _v1_ad(place) is not None and _v1_ad(place) == _v1_ad(g.place):
             return True
     return False
 
@@ -174,7 +176,7 @@ _OFFSET = st.integers(0, 2**16)  # taken modulo the ciphertext's length
 _BYTE = st.integers(1, 255)
 _BITS = st.lists(_OFFSET, min_size=1, max_size=4)
 _TAIL = st.binary(min_size=1, max_size=64)
-_NONCE = st.binary(min_size=crypto.NONCE_BYTES, max_size=crypto.NONCE_BYTES)
+_NONCE = st.binary(min_size=sealing.NONCE_BYTES, max_size=sealing.NONCE_BYTES)
 _WORKSPACE = st.sampled_from(["ws", "ws2", "WS", "ws ", "w"]) | names
 _PATH = st.sampled_from([MEMORY_PATH, "notes/plan.md", *SPELLINGS]) | names
 _VERSION = st.integers(0, 5)
@@ -187,7 +189,7 @@ _ANY_PLACE = st.one_of(
 )
 _ELSEWHERE = st.sampled_from(GENUINE)
 _KEY = st.sampled_from([KEY_WS, KEY_WS2, bytes(32), b"\xff" * 32]) | st.binary(min_size=32, max_size=32)
-_RANDOM = st.binary(max_size=300) | st.binary(min_size=4, max_size=300).map(lambda b: crypto.MAGIC + b)
+_RANDOM = st.binary(max_size=300) | st.binary(min_size=4, max_size=300).map(lambda b: sealing.MAGIC + b)
 
 
 @st.composite
@@ -218,8 +220,8 @@ def tampering(draw: st.DrawFn) -> tuple[str, Sealed] | None:
         i = draw(_OFFSET) % n
         blob = blob[:i] + blob[i + 1 + draw(_OFFSET) % (n - i) :]
     elif kind == "new nonce":
-        at = crypto.HEADER_BYTES if crypto.header(blob) is not None else 0
-        blob = blob[:at] + draw(_NONCE) + blob[at + crypto.NONCE_BYTES :]
+        at = sealing.HEADER_BYTES if sealing.header(blob) is not None else 0
+        blob = blob[:at] + draw(_NONCE) + blob[at + sealing.NONCE_BYTES :]
     elif kind == "splice two ciphertexts":
         other = draw(_GENUINE)
         cut = draw(_OFFSET) % (min(n, len(other.blob)) + 1)
@@ -231,7 +233,7 @@ def tampering(draw: st.DrawFn) -> tuple[str, Sealed] | None:
     elif kind == "another chain link":  # the header names another predecessor or chain start
         other = draw(_V2_FILES)
         cut = draw(st.sampled_from([4, 8, 12]))
-        blob = blob[:cut] + other.blob[cut : crypto.HEADER_BYTES] + blob[crypto.HEADER_BYTES :]
+        blob = blob[:cut] + other.blob[cut : sealing.HEADER_BYTES] + blob[sealing.HEADER_BYTES :]
     elif kind == "old format where the new is due":
         place = (*place[:4], False)
     elif kind == "another place's ciphertext":
@@ -302,7 +304,7 @@ def store(store_at: Callable[[str], str]) -> Iterator[Store]:
         person.save(f"# Memory\n- revision {i} of ws\n", i)
         other.save(f"# Memory\n- revision {i} of ws2\n", i)
     for backend, key in ((person, KEY_WS), (other, KEY_WS2)):
-        blob = crypto.seal(key, "a note\n", workspace_id=backend.workspace_id, path="notes/plan.md", version=1)
+        blob = sealing.seal(key, "a note\n", workspace_id=backend.workspace_id, path="notes/plan.md", version=1)
         service.put_file(LOCAL_USER, backend.workspace_id, "notes/plan.md", blob, 0)
     person.set_ai(True)
     person.set_policy(Mode.AUTO, 0)
@@ -354,8 +356,8 @@ def test_tampered_stored_revisions_fail_cleanly_everywhere_they_are_read(store: 
         elif how == "extend":
             blob = blob + data.draw(st.binary(min_size=1, max_size=32))
         elif how == "nonce":
-            at = crypto.HEADER_BYTES
-            blob = blob[:at] + crypto.new_key()[: crypto.NONCE_BYTES] + blob[at + crypto.NONCE_BYTES :]
+            at = sealing.HEADER_BYTES
+            blob = blob[:at] + sealing.new_key()[: sealing.NONCE_BYTES] + blob[at + sealing.NONCE_BYTES :]
         elif how == "copied":  # another version's genuine ciphertext of the same document
             blob = originals[data.draw(st.sampled_from([v for v in originals if v != version]))]
         else:  # another workspace's memory, or a note: genuine ciphertext from the wrong place

@@ -31,15 +31,17 @@ from typing import Any
 import httpx
 import pytest
 
-from memframe import crypto, keyfiles, paths
+from memframe import paths, sealing
 from memframe.assistant.models import Message, ModelReply, ScriptedModel
 from memframe.assistant.runtime import SYSTEM_PROMPT
 from memframe.backend.local import LocalBackend
-from memframe.backend.workspaces import load_key, open_backend
+from memframe.backend.workspaces import open_backend
 from memframe.cli import main
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import MemframeError, Unavailable
 from memframe.core.types import MEMORY_PATH, Mode
+from memframe.sealing import keyfiles
+from memframe.sealing.keyfiles import load_key
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 
@@ -179,7 +181,7 @@ def test_a_full_session_leaks_nothing(
     )
     s.expect_error(lambda: a.read_document("default", admission.credential[:-3] + "xyz", "notes/a.md"))
     s.expect_error(lambda: a.current_memory("other", admission.credential))
-    wrong = LocalBackend(service, "default", crypto.new_key())
+    wrong = LocalBackend(service, "default", sealing.new_key())
     s.expect_error(wrong.load)
     s.expect_error(lambda: wrong.key_session())
     s.expect_error(lambda: a.open_key_session(LOCAL_USER, "default", b"short"))
@@ -256,7 +258,7 @@ def test_a_session_over_http_leaks_nothing(caplog: pytest.LogCaptureFixture, fas
         token = service.accounts.create_token(LOCAL_USER)[1]
         outsider = service.accounts.create_token("mallory")[1]
         s.secrets += [token, outsider]
-        key = crypto.new_key()
+        key = sealing.new_key()
         s.add_key(key)
         transport = PortalASGITransport(app_for(service))
         try:
@@ -277,7 +279,7 @@ def test_a_session_over_http_leaks_nothing(caplog: pytest.LogCaptureFixture, fas
                 s.keep(other)
                 s.expect_error(other.load)
                 s.expect_error(lambda other=other: other.save(f"- {PROPOSED}\n", 4))
-            wrong = RemoteBackend("http://memframe.test", token, "ws", crypto.new_key(), transport=transport)
+            wrong = RemoteBackend("http://memframe.test", token, "ws", sealing.new_key(), transport=transport)
             s.expect_error(wrong.load)
             s.expect_error(lambda: wrong.undo(1, 4))
         finally:
@@ -328,7 +330,7 @@ def test_a_served_access_log_shows_no_query_strings_and_no_key_session_ids(fast_
         with httpx.Client(base_url=found.group(1), timeout=20) as client:
             assert client.get("/api/v1/workspaces/ws/ai", params={"token": token}).status_code == 422
             assert client.get("/healthz", params={"token": token}).status_code == 422
-            key = base64.b64encode(crypto.new_key()).decode()
+            key = base64.b64encode(sealing.new_key()).decode()
             opened = client.post("/api/v1/workspaces/ws/key-sessions", json={"key": key}, headers=auth)
             assert opened.status_code == 200, opened.text
             session = opened.json()["id"]

@@ -47,7 +47,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.edits import MemoryChange, apply_memory_changes
 from memframe.core.errors import (
@@ -103,7 +103,7 @@ class PolicyMachine(RuleBasedStateMachine):
         self.service.key_sessions.idle_seconds = self.service.key_sessions.lifetime_seconds = 10**9
         self.service.accounts.add_user(LOCAL_USER)
         self.service.accounts.create_workspace("ws", LOCAL_USER)
-        self.key = crypto.new_key()
+        self.key = sealing.new_key()
         self.person = LocalBackend(self.service, "ws", self.key)
         self.assistant = self.service.assistant
         self.assistant.set_ai(LOCAL_USER, "ws", True)
@@ -537,7 +537,7 @@ def _run_history(
     service = MemoryService(path)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace("ws", LOCAL_USER)
-    key = crypto.new_key()
+    key = sealing.new_key()
     service.assistant.set_ai(LOCAL_USER, "ws", True)
     sessions = [service.assistant.open_key_session(LOCAL_USER, "ws", key).id for _ in range(clients)]
     history: list[Op] = []
@@ -805,7 +805,7 @@ def test_captures_and_mode_flips_in_separate_processes_stay_linearizable_on_post
     from tests.reliability import pg_workers
 
     url = postgres_server.fresh_url()
-    key = crypto.new_key()
+    key = sealing.new_key()
     try:
         setup = MemoryService(url)
         setup.accounts.add_user(LOCAL_USER)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.core.errors import Unauthorized
 from memframe.service import MemoryService
@@ -53,7 +53,7 @@ def tui_service(memframe_home: Any, clock: FakeClock) -> Iterator[MemoryService]
 
 @pytest.fixture
 def stage(tui_service: MemoryService, clock: FakeClock) -> Stage:
-    key = crypto.new_key()
+    key = sealing.new_key()
     frame = LocalBackend(tui_service, WORKSPACE, key)
     other = LocalBackend(tui_service, WORKSPACE, key)
     return Stage(Outage(frame), other, clock)

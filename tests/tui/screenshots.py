@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from memframe import crypto
+from memframe import sealing
 from memframe.backend.local import LocalBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -46,7 +46,7 @@ def local_stage(home: Path) -> tuple[Stage, MemoryService]:
     service = MemoryService(home / "memframe.db", clock=clock)
     service.accounts.add_user(LOCAL_USER)
     service.accounts.create_workspace(WORKSPACE, LOCAL_USER)
-    key = crypto.new_key()
+    key = sealing.new_key()
     return Stage(Outage(LocalBackend(service, WORKSPACE, key)), LocalBackend(service, WORKSPACE, key), clock), service
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from memframe import crypto
+from memframe import sealing
 from memframe.core.types import Mode, Operation
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -40,7 +40,7 @@ def remote_stage(service: MemoryService, clock: FakeClock) -> Iterator[Stage]:
         kind="remote-uvicorn",
         service=service,
         workspace_id="ws",
-        key=crypto.new_key(),
+        key=sealing.new_key(),
         user=LOCAL_USER,
         make=remote_kinds.REMOTE_MAKERS["remote-uvicorn"],
     )

@@ -1,0 +1,92 @@
+"""Sealing: what the person's key does to every text before the server stores it.
+
+`format` is the sealed format a security reviewer reads (keys, header, places, seal and open);
+`delta` stores a version as the edit from the one before, inside the seal; `records` seals
+transcript messages and proposals; `opener` reads many versions of one file and remembers what it
+opened; `keyfiles` keeps the key on the person's machine. The names most callers use are gathered
+here; key files are imported from `keyfiles` itself.
+"""
+
+from memframe.sealing.delta import KEYFRAME_EVERY, keyframe
+from memframe.sealing.format import (
+    DELTA,
+    HASH_BYTES,
+    HEADER_BYTES,
+    KEY_BYTES,
+    MAGIC,
+    NO_PREVIOUS,
+    NONCE_BYTES,
+    RAW,
+    RESEAL,
+    SEAL_OVERHEAD,
+    SEALED_EMPTY_BYTES,
+    TAG_BYTES,
+    V1_OVERHEAD,
+    ZLIB,
+    Header,
+    aead,
+    associated_data,
+    chain_link,
+    content_hash,
+    file_place,
+    header,
+    is_sealed_empty,
+    is_well_formed,
+    key_check,
+    key_fingerprint,
+    new_key,
+    plaintext_size,
+    proposal_place,
+    reseal,
+    seal,
+    seal_v1,
+    transcript_place,
+)
+from memframe.sealing.opener import Fetch, Opener, open_sealed, opener
+from memframe.sealing.records import open_message, open_proposal, open_transcript, seal_message, seal_proposal
+
+__all__ = [
+    "DELTA",
+    "HASH_BYTES",
+    "HEADER_BYTES",
+    "KEYFRAME_EVERY",
+    "KEY_BYTES",
+    "MAGIC",
+    "NONCE_BYTES",
+    "NO_PREVIOUS",
+    "RAW",
+    "RESEAL",
+    "SEALED_EMPTY_BYTES",
+    "SEAL_OVERHEAD",
+    "TAG_BYTES",
+    "V1_OVERHEAD",
+    "ZLIB",
+    "Fetch",
+    "Header",
+    "Opener",
+    "aead",
+    "associated_data",
+    "chain_link",
+    "content_hash",
+    "file_place",
+    "header",
+    "is_sealed_empty",
+    "is_well_formed",
+    "key_check",
+    "key_fingerprint",
+    "keyframe",
+    "new_key",
+    "open_message",
+    "open_proposal",
+    "open_sealed",
+    "open_transcript",
+    "opener",
+    "plaintext_size",
+    "proposal_place",
+    "reseal",
+    "seal",
+    "seal_message",
+    "seal_proposal",
+    "seal_v1",
+    "transcript_place",
+]

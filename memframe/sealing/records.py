@@ -1,0 +1,65 @@
+"""Transcript messages and proposals: records sealed in the same format as file versions, unchained.
+
+Each is bound by its place (`memframe.sealing.format`) to where it belongs, so a message cannot be
+swapped into a note, reordered or dropped from the middle of its conversation, and a proposal
+cannot be moved to another workspace or id.
+"""
+
+from __future__ import annotations
+
+from memframe.sealing.format import (
+    aead,
+    associated_data,
+    header,
+    open_version,
+    proposal_place,
+    seal_v2,
+    transcript_place,
+    utf8,
+)
+
+
+def seal_message(key: bytes, text: str, *, workspace_id: str, conversation_id: str, seq: int, role: str) -> bytes:
+    """A transcript message, bound to its conversation, position and role."""
+    return seal_v2(key, text, transcript_place(workspace_id, conversation_id, seq, role))
+
+
+def seal_proposal(key: bytes, text: str, *, workspace_id: str, proposal_id: str) -> bytes:
+    return seal_v2(key, text, proposal_place(workspace_id, proposal_id))
+
+
+def open_message(
+    key: bytes, blob: bytes, *, workspace_id: str, conversation_id: str, seq: int, role: str, legacy: bool = False
+) -> str:
+    """A transcript message at position `seq`; `legacy` admits one sealed v1 under its old path."""
+    legacy_ad = associated_data(workspace_id, f"conversations/{conversation_id}") if legacy else None
+    place = transcript_place(workspace_id, conversation_id, seq, role)
+    return utf8(open_version(aead(key), blob, place, legacy_ad)[0])
+
+
+def open_transcript(
+    key: bytes, workspace_id: str, conversation_id: str, rows: list[tuple[str, bytes]]
+) -> list[tuple[str, str]]:
+    """Open a conversation's (role, sealed) messages in order, each at its position and role; an
+    old-format message opens only before the conversation's first new-format one (no downgrade)."""
+    out: list[tuple[str, str]] = []
+    chained = False
+    for seq, (role, blob) in enumerate(rows, start=1):
+        chained = chained or header(blob) is not None
+        text = open_message(
+            key,
+            blob,
+            workspace_id=workspace_id,
+            conversation_id=conversation_id,
+            seq=seq,
+            role=role,
+            legacy=not chained,
+        )
+        out.append((role, text))
+    return out
+
+
+def open_proposal(key: bytes, blob: bytes, *, workspace_id: str, proposal_id: str, legacy_path: str) -> str:
+    """Proposals are short-lived: a v1 one (under its old path) still opens."""
+    place, legacy_ad = proposal_place(workspace_id, proposal_id), associated_data(workspace_id, legacy_path)
+    return utf8(open_version(aead(key), blob, place, legacy_ad)[0])
