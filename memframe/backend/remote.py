@@ -63,7 +63,7 @@ def _display_url(base_url: str) -> str:
 
 @functools.cache
 def _tls_context() -> ssl.SSLContext:
-    """Building a verifying TLS context reads the CA bundle (~40 ms): do it once per process."""
+    """Building a verifying TLS context reads the whole CA bundle: do it once per process."""
     return httpx.create_ssl_context()
 
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 #: How long the main screen, when it is made, waits for a first read already under way (`run_frame`)
-#: rather than showing an empty editor first: a local read takes ~20 ms; a remote one may take longer.
+#: rather than showing an empty editor first: a local read is well within it; a remote one may not be.
 FIRST_READ_WAIT = 0.25
 
 
@@ -111,7 +111,7 @@ class MemoryScreen(Screen[None]):
 
         A read still under way is waited for, up to FIRST_READ_WAIT: the thread that reads shares
         the interpreter lock with Textual's start, and each of its SQLite and decrypt calls gave the
-        lock away and waited a switch interval for it back, so a 20 ms read took ~120 ms and the
+        lock away and waited a switch interval for it back, so a short read took several times as long and the
         first screen was an empty editor, painted again once the text arrived. Waited for here, the
         read has the interpreter to itself and the first screen is the memory. A read slower than
         that (a distant server) is shown when it arrives, as before, under "Loading the memory…".
