@@ -2,7 +2,7 @@
 
 Contract tests take `world` and run once per backend kind in BACKEND_MAKERS and
 per storage engine in ENGINES (SQLite, and a real PostgreSQL that the session
-starts itself, see tests/pg_server.py); any behaviour difference between backends
+starts itself, see tests/support/pg_server.py); any behaviour difference between backends
 or engines is a bug. Where no PostgreSQL can be found its variants are skipped with
 a loud reason; under CI=true they fail instead.
 """
@@ -22,7 +22,7 @@ from memframe import sealing
 from memframe.backend.sealed import SealedBackend
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.pg_server import PostgresServer, find_bin
+from tests.support.pg_server import PostgresServer, find_bin
 
 #: The storage engines every contract and reliability test runs over.
 ENGINES = ("sqlite", "postgresql")
@@ -160,7 +160,7 @@ def _local(world: World) -> SealedBackend:
 #: Backend kinds every contract test runs against; the server adds its own.
 BACKEND_MAKERS: dict[str, Callable[[World], SealedBackend]] = {"local": _local}
 try:  # the remote kinds live beside the server's tests
-    from tests.remote_kinds import REMOTE_MAKERS
+    from tests.support.remote_kinds import REMOTE_MAKERS
 except ImportError:  # pragma: no cover - before the server exists
     REMOTE_MAKERS = {}
 BACKEND_MAKERS.update(REMOTE_MAKERS)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import modules_loaded
-from tests.imports import PACKAGE, every_import, find_cycle, graph, third_party_imports
+from tests.support.imports import PACKAGE, every_import, find_cycle, graph, third_party_imports
 
 ROOT = PACKAGE
 

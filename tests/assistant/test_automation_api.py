@@ -12,7 +12,7 @@ from memframe.core.types import Mode, RecallStatus
 from memframe.service.admissions import Admission
 from tests.assistant.conftest import Stage
 from tests.assistant.test_documents import SPELLINGS
-from tests.remote_kinds import PortalASGITransport, app_for
+from tests.support.remote_kinds import PortalASGITransport, app_for
 
 BASE = "http://memframe.test"
 

@@ -24,7 +24,7 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from tests.assistant.conftest import Stage
 from tests.conftest import FakeClock
-from tests.remote_kinds import PortalASGITransport, app_for
+from tests.support.remote_kinds import PortalASGITransport, app_for
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from memframe.keysessions.private import PRIVATE_URL, PrivateService
 from memframe.keysessions.store import KeySessions
 from tests.conftest import FakeClock
 from tests.keysessions.support import CREDENTIAL
-from tests.remote_kinds import PortalASGITransport
+from tests.support.remote_kinds import PortalASGITransport
 
 CALLS = ("open", "resolve", "describe", "forget", "sessions-of", "status")
 AUTH = {"authorization": f"Bearer {CREDENTIAL}"}

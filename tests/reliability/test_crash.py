@@ -33,9 +33,9 @@ from memframe import sealing
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.pg_server import PostgresServer
 from tests.reliability.crash_child import WORKSPACE, run_worker
 from tests.reliability.support import raw, record_figures, sized, store_problems
+from tests.support.pg_server import PostgresServer
 
 pytestmark = pytest.mark.crash
 

@@ -42,8 +42,8 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.db import Database, migrations
 from tests.conftest import FakeClock
-from tests.pg_server import PostgresServer
 from tests.reliability.support import check_store, diff_dumps, dump, raw, record_figures, tables
+from tests.support.pg_server import PostgresServer
 
 pytestmark = pytest.mark.fault
 

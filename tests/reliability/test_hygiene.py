@@ -246,7 +246,7 @@ def test_a_full_session_leaks_nothing(
 def test_a_session_over_http_leaks_nothing(caplog: pytest.LogCaptureFixture, fast_tmp: Path) -> None:
     """The same promise across the wire: what the client, the app and httpx log, and every error."""
     from memframe.backend.remote import RemoteBackend
-    from tests.remote_kinds import PortalASGITransport, app_for
+    from tests.support.remote_kinds import PortalASGITransport, app_for
 
     caplog.set_level(logging.DEBUG)
     s = Session()

@@ -66,10 +66,10 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.admissions import ADMISSION_SECONDS
 from tests.conftest import FakeClock
-from tests.pg_server import PostgresServer
 from tests.reliability.conftest import fast_dir
 from tests.reliability.linearizability import Op, State, linearize, memframe_step, replay
 from tests.reliability.support import raw, record_figures, sized, store_problems
+from tests.support.pg_server import PostgresServer
 
 pytestmark = pytest.mark.race
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import memframe.tui
 from tests.conftest import modules_loaded
-from tests.imports import PACKAGE, find_cycle
-from tests.imports import graph as import_graph
+from tests.support.imports import PACKAGE, find_cycle
+from tests.support.imports import graph as import_graph
 
 TUI = Path(memframe.tui.__file__).parent
 # What tui/ may import is in the one rule table, tests/test_layers.py.

@@ -28,7 +28,7 @@ from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, open_changes, 
 from tests.tui.test_flows import confirm_clear
 
 remote_kinds = pytest.importorskip(
-    "tests.remote_kinds", reason="memframe.backend.remote (and its test server) is not built yet"
+    "tests.support.remote_kinds", reason="memframe.backend.remote (and its test server) is not built yet"
 )
 
 pytestmark = pytest.mark.server

@@ -19,7 +19,7 @@ new number. `memframe.service.db.statements(sql, dialect)` reads a file like thi
   headed by a comment line `-- only sqlite` or `-- only postgresql`, so each engine runs
   its own: see 0050 (the fence table) and 0051 (the receipts trigger).
 
-`tests/test_migrations_dialects.py` applies every migration to both engines and checks
+`tests/service/test_migrations_dialects.py` applies every migration to both engines and checks
 that they end with the same tables and columns, so a new portable migration needs nothing
 but its file.
 """

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg_server import find_bin
+from tests.support.pg_server import find_bin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NO_POSTGRES = "PostgreSQL is not installed here (Debian's postgresql package)"
 
 STARTER = """
 import sys, time
-from tests.pg_server import PostgresServer, find_bin
+from tests.support.pg_server import PostgresServer, find_bin
 server = PostgresServer(find_bin()).start()
 print(server.dir, server.port, flush=True)
 time.sleep(120)

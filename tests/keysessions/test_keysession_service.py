@@ -24,7 +24,7 @@ from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from tests.conftest import FakeClock
 from tests.keysessions.support import CREDENTIAL, UnixService, socket_dir
-from tests.remote_kinds import PortalASGITransport
+from tests.support.remote_kinds import PortalASGITransport
 
 
 class _Switch(httpx.BaseTransport):

@@ -21,7 +21,7 @@ from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from memframe.service.db import NUL_IN_TEXT
-from tests.remote_kinds import asgi_client
+from tests.support.remote_kinds import asgi_client
 
 NUL = "a\x00b"
 

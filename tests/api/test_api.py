@@ -27,8 +27,8 @@ from memframe.api.errors import MAX_BODY_BYTES
 from memframe.core.types import MEMORY_PATH, Policy
 from memframe.service import MemoryService
 from memframe.service.files import MAX_DOCUMENT_BYTES
-from tests.remote_kinds import asgi_client
-from tests.sealing import stand_in
+from tests.support.remote_kinds import asgi_client
+from tests.support.stand_in import stand_in
 
 WS = "/api/v1/workspaces/ws"
 MEMORY = f"{WS}/files/{MEMORY_PATH}"

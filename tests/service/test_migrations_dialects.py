@@ -14,7 +14,7 @@ import psycopg
 
 from memframe.service.db import Database, migrations, statements
 from memframe.service.engines import open_database
-from tests.pg_server import PostgresServer
+from tests.support.pg_server import PostgresServer
 
 
 def _sqlite_columns(path: Path) -> dict[str, set[str]]:

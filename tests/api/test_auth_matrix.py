@@ -21,8 +21,8 @@ import pytest
 from memframe.api import create_app
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
-from tests.remote_kinds import asgi_client
-from tests.sealing import stand_in
+from tests.support.remote_kinds import asgi_client
+from tests.support.stand_in import stand_in
 
 pytestmark = pytest.mark.access
 

@@ -36,7 +36,7 @@ from memframe.mcp.server import build_server
 from memframe.mcp.tools import TOOL_NAMES, NoteTools
 from tests.assistant.test_documents import SPELLINGS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = "team"
 PATH_TOOLS = ["read_document", "create_note", "update_note"]
 FORBIDDEN_WORDS = ("memory", "mode", "policy", "remember", "consent", "key")

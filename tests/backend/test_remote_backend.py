@@ -23,7 +23,7 @@ from memframe.core.errors import InvalidInput, NotFound, Unauthorized, Unavailab
 from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.remote_kinds import PortalASGITransport, asgi_client
+from tests.support.remote_kinds import PortalASGITransport, asgi_client
 
 URL = "http://memory.example:8765"
 
