@@ -29,6 +29,7 @@ The config file keeps what a person would keep (TOML; every key optional)::
     timeout = 60
     tool_choice = "auto"
     system_as_user = false
+    temperature = 0.2
 
 Secrets (tokens, passphrases, API keys) come only from the environment, never
 from the file. A file memframe cannot read or understand is one `InvalidInput`
@@ -73,8 +74,8 @@ class Settings:
     - `keysessions_credential`: the secret servers and the key-session service share (environment only).
     - `model_url`, `model_name`, `model_key`: an OpenAI-compatible model server, the model to ask it
       for, and its API key (None url: the built-in scripted model).
-    - `model_max_tokens`, `model_timeout`, `model_tool_choice`, `model_system_as_user`: how to call that
-      model; None leaves the model client's own default.
+    - `model_max_tokens`, `model_timeout`, `model_tool_choice`, `model_system_as_user`, `model_temperature`:
+      how to call that model; None leaves the model client's own default.
     - `theme`, `keymap`: the frame's look and its key bindings (binding id -> keys).
     """
 
@@ -91,6 +92,7 @@ class Settings:
         "model_max_tokens",
         "model_name",
         "model_system_as_user",
+        "model_temperature",
         "model_timeout",
         "model_tool_choice",
         "model_url",
@@ -121,6 +123,7 @@ class Settings:
     model_timeout: float | None
     model_tool_choice: str | None
     model_system_as_user: bool | None
+    model_temperature: float | None
     theme: str | None
     keymap: Mapping[str, str]
 
@@ -287,6 +290,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         model_timeout=model.get("timeout"),
         model_tool_choice=model.get("tool_choice"),
         model_system_as_user=model.get("system_as_user"),
+        model_temperature=model.get("temperature"),
         theme=file.get("theme"),
         keymap=MappingProxyType(dict(file.get("keymap", {}))),
     )
@@ -320,6 +324,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "timeout": ((int, float), "a positive number of seconds"),
     "tool_choice": ((str,), 'a string such as "auto"'),
     "system_as_user": ((bool,), "true or false"),
+    "temperature": ((int, float), "a number, 0 or more"),
 }
 _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "workspace": ((str,), "a workspace name"),
@@ -366,6 +371,7 @@ def _check(path: str, table: dict[str, Any], known: dict[str, tuple[tuple[type, 
             stray_bool
             or not isinstance(value, types)
             or (isinstance(value, (int, float)) and wanted.startswith("a positive") and value <= 0)
+            or (isinstance(value, (int, float)) and wanted.endswith("0 or more") and not value >= 0)
         ):
             raise _invalid(path, f"{prefix}{name} must be {wanted}, not {value!r}")
 

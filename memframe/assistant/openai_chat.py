@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memframe.assistant.models import Message, ModelReply, TextCallback, ToolCall
+from memframe.assistant.models import ENDED_EARLY, Message, ModelReply, TextCallback, ToolCall
 from memframe.core.errors import ModelUnavailable
 
 #: tool_choice values the OpenAI API names; anything else is the name of a tool to force.
@@ -41,6 +41,7 @@ class ModelOptions:
     block included) into the first user message, for chat formats that drop
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.
+    `temperature` is sent only when set (None: the server's own default).
     """
 
     url: str
@@ -60,6 +61,8 @@ class ModelOptions:
             raise ValueError("the model timeout must be more than 0 seconds")
         if not self.tool_choice.strip():
             raise ValueError("tool_choice must be auto, none, required or a tool's name")
+        if self.temperature is not None and not self.temperature >= 0:
+            raise ValueError("the temperature must be 0 or more")
 
 
 class OpenAIChatModel:
@@ -74,7 +77,9 @@ class OpenAIChatModel:
         headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
         self.base_url = options.url.rstrip("/")
         self.model = options.name
-        self._stream = options.stream
+        self.label = f"{options.name} at {self.base_url}"
+        # The kinds of call (by the tool_choice sent) this server refused to stream: asked plainly from then on.
+        self._plain: set[str] = set()
         self._client = httpx.Client(
             base_url=self.base_url, headers=headers, timeout=options.timeout, transport=transport
         )
@@ -118,14 +123,21 @@ class OpenAIChatModel:
     def complete(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, on_text: TextCallback | None = None
     ) -> ModelReply:
-        if self._stream:
+        """One call, streamed unless this kind of call was refused a stream before.
+
+        A kind is the tool_choice sent: llama-cpp-python refuses to stream an automatic
+        tool choice (with a 500, or since 0.3.36 with an empty stream) and streams every
+        other. The refused call is asked again plainly, once, and its kind is never
+        streamed again, so no later call is sent twice.
+        """
+        body = self.request_body(messages, tools, stream=self.options.stream)
+        kind = json.dumps(body.get("tool_choice"))
+        if self.options.stream and kind not in self._plain:
             try:
-                return self._post(self.request_body(messages, tools, stream=True), on_text)
-            except _StreamRefused:
-                self._stream = False  # this server cannot stream such requests: ask plainly from now on
-            except _EmptyStream:
-                pass  # nothing was shown or done: ask this one call again, plainly
-        reply = self._post(self.request_body(messages, tools, stream=False), None)
+                return self._post(body, on_text)
+            except (_StreamRefused, _EmptyStream):
+                self._plain.add(kind)  # nothing was shown or done: ask this call again, plainly
+        reply = self._post({**body, "stream": False}, None)
         if on_text is not None and reply.content:
             on_text(reply.content)
         return reply
@@ -163,7 +175,7 @@ class OpenAIChatModel:
         said = _server_message(response)
         if streaming and response.status_code >= 400 and _MENTIONS_STREAMING.search(said):
             return _StreamRefused(said)
-        if response.status_code == 404:
+        if response.status_code == 404 and _openai_error(response) is None:
             hint = (
                 ""
                 if self.base_url.endswith("/v1")
@@ -171,7 +183,8 @@ class OpenAIChatModel:
             )
             return ModelUnavailable(f"The model server at {self.base_url} has no /chat/completions (404{hint}).")
         where = f"The model server at {self.base_url} answered with status {response.status_code}"
-        return ModelUnavailable(f"{where}: {said}" if said else f"{where}.")
+        key = " (memframe sends $MEMFRAME_MODEL_KEY as its API key)" if response.status_code in (401, 403) else ""
+        return ModelUnavailable(f"{where}: {said}{key}" if said else f"{where}{key}.")
 
     def _read_json(self, response: Any) -> ModelReply:
         if _looks_like_html(response):
@@ -243,13 +256,14 @@ def _tool_call(call_id: Any, index: int, name: Any, raw: Any) -> ToolCall:
 
 
 def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Tool arguments arrive as a JSON string (or, from some servers, an object)."""
+    """Tool arguments arrive as a JSON string (or, from some servers, an object), read as leniently as
+    JSON allows: a control character inside a string is taken as written."""
     if isinstance(raw, dict):
         return raw, None
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}, None
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, strict=False)  # control characters inside strings: small models write raw newlines
     except (TypeError, ValueError):
         return {}, "its arguments were not JSON"
     if not isinstance(value, dict):
@@ -262,7 +276,11 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
 
     Servers stream one token per delta, so more than `limit` (the request's
     max_tokens) non-empty deltas means the server ignores the limit: reading
-    stops there and the answer is cut off, as if the server had kept it.
+    stops there and the answer is cut off, as if the server had kept it. A
+    stream that says [DONE] without a finish_reason was ended early by the server
+    (llama-cpp-python's `interrupt_requests` does this when another request
+    arrives): its text is kept and marked `ENDED_EARLY`, and a tool call it
+    held is never run, since its arguments may be incomplete.
     """
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -279,9 +297,13 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
             done = True
             break
         try:
-            choices = json.loads(data).get("choices") or []
+            event = json.loads(data)
+            choices = event.get("choices") or []
         except (ValueError, AttributeError):
             raise ModelUnavailable(f"The model server at {base_url} streamed something that is not JSON.") from None
+        said = _error_message(event)
+        if said is not None:
+            raise ModelUnavailable(f"The model server at {base_url} stopped the answer with an error: {said}")
         for choice in choices:
             delta = choice.get("delta") or {}
             piece = delta.get("content")
@@ -308,6 +330,13 @@ def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: s
         raise _EmptyStream
     if not done and finish is None:
         raise ModelUnavailable(f"The model server at {base_url} stopped streaming before the answer was complete.")
+    if finish is None:
+        if calls:
+            raise ModelUnavailable(
+                f"The model server at {base_url} ended the answer early, in the middle of a tool call; "
+                "the tool was not run."
+            )
+        finish = ENDED_EARLY
     try:
         tool_calls = tuple(
             _tool_call(c.get("id"), i, c.get("name"), "".join(c["arguments"])) for i, c in sorted(calls.items())
@@ -343,6 +372,24 @@ def _html_message(base_url: str) -> str:
         f"The model server at {base_url} answered with a web page, not JSON: is this the server's "
         "OpenAI-compatible API (often ending in /v1)?"
     )
+
+
+def _error_message(payload: Any) -> str | None:
+    """The message of an OpenAI-shaped error (`{"error": {"message": ...}}`), on one line, or None."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    said = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+    if not isinstance(said, str) or not said.strip():
+        return None
+    text = " ".join(said.split())
+    return text if len(text) <= _SERVER_MESSAGE_CHARS else text[: _SERVER_MESSAGE_CHARS - 1] + "…"
+
+
+def _openai_error(response: Any) -> str | None:
+    """The server's own message when it answered in the OpenAI error shape (vLLM, Ollama, llama.cpp)."""
+    try:
+        return _error_message(response.json())
+    except ValueError:
+        return None
 
 
 def _server_message(response: Any) -> str:
