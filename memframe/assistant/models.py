@@ -21,7 +21,7 @@ TextCallback = Callable[[str], None]
 #: the answer may be incomplete, and is reported as a cut-off answer is.
 ENDED_EARLY = "ended_early"
 #: What the scripted model is called wherever a person is told who answers.
-SCRIPTED_DEMO = "the scripted demo (no model is configured: --model-url or the settings file's [model] url)"
+SCRIPTED_DEMO = "the scripted demo (no model is configured; see the README's 'Model servers')"
 #: Every scripted answer starts with this, so it is never taken for a language model's.
 SCRIPTED_MARK = "(scripted demo) "
 

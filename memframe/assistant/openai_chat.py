@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from memframe.assistant.models import ENDED_EARLY, Message, ModelReply, TextCallback, ToolCall
@@ -69,19 +70,25 @@ class OpenAIChatModel:
     """Chat completions over httpx: llama.cpp server, vLLM, Ollama and the like."""
 
     def __init__(self, options: ModelOptions | str, model: str | None = None, *, transport: Any = None) -> None:
-        import httpx
-
         if isinstance(options, str):  # the older (url, name) spelling
             options = ModelOptions(options, model or "default")
         self.options = options
-        headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
         self.base_url = options.url.rstrip("/")
         self.model = options.name
         self.label = f"{options.name} at {self.base_url}"
+        self._transport = transport
         # The kinds of call (by the tool_choice sent) this server refused to stream: asked plainly from then on.
         self._plain: set[str] = set()
-        self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=options.timeout, transport=transport
+
+    @cached_property
+    def _client(self) -> Any:
+        """Made on the first call, so a frame that never sends pays nothing for httpx at start-up."""
+        import httpx
+
+        key = self.options.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=self.options.timeout, transport=self._transport
         )
 
     # --- the request ---------------------------------------------------------------------
@@ -206,7 +213,8 @@ class OpenAIChatModel:
             ) from None
 
     def close(self) -> None:
-        self._client.close()
+        if "_client" in self.__dict__:
+            self._client.close()
 
 
 class _EmptyStream(Exception):

@@ -89,7 +89,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     parser.set_defaults(settings=current)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: list[tuple[str, tuple[object, ...]]] = [
-        ("memory", (common,)),
+        ("memory", (common, current)),
         ("keys", (common,)),
         ("assistant", (common, current)),
         ("server", (current,)),

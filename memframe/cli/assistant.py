@@ -38,7 +38,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     conversation = args.conversation or f"c-{secrets.token_hex(4)}"
     answers = "the server's model" if args.remote else describe(model)
     if model is None and not args.remote:
-        print(f"memframe: {answers} answers; see the README's 'Model servers'.", file=sys.stderr)
+        print(f"memframe: {answers} answers.", file=sys.stderr)
     try:
         if args.message is not None:
             return _chat_turn(backend, conversation, args.message)

@@ -116,7 +116,13 @@ def render_exchange(exchange: Exchange, key: Callable[[str], str] = key_label) -
     if exchange.result is None:
         out.append(f"✗ Not sent: {exchange.error}", style="red")
         return out
-    out.append_text(Text.assemble(("assistant › ", "bold green"), exchange.result.answer))
+    result = exchange.result
+    if result.answer.strip():
+        out.append_text(Text.assemble(("assistant › ", "bold green"), result.answer))
+        if result.cut_off or result.ended_early:
+            out.append_text(Text.assemble("\n  ", (f"({incomplete(result)}: it may be incomplete)", "yellow")))
+    else:
+        out.append_text(Text.assemble(("assistant › ", "bold green"), (f"(no answer: {why_empty(result)})", "yellow")))
     several = len(exchange.calls) > 1
     for call in exchange.calls:
         label = f"receipt (call {call.call_index + 1}): " if several else "receipt: "
@@ -126,6 +132,22 @@ def render_exchange(exchange: Exchange, key: Callable[[str], str] = key_label) -
         words, style = outcome_line(outcome, key)
         out.append_text(Text.assemble("\n  ", (words, style)))
     return out
+
+
+def incomplete(result: TurnResult) -> str:
+    """Why an answer stopped before the model finished it (cut off, or ended early by the server)."""
+    if result.cut_off:
+        return "cut off at the token limit (--max-tokens)"
+    return "the server ended the answer early; another request to the same model server can interrupt it"
+
+
+def why_empty(result: TurnResult) -> str:
+    """An empty answer is never shown without its reason."""
+    if result.failure:
+        return f"the model call failed after its tools ran: {result.failure}"
+    if result.cut_off or result.ended_early:
+        return f"{incomplete(result)}, before any text"
+    return "the model ended its turn without writing any text"
 
 
 def ai_line(

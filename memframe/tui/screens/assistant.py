@@ -91,6 +91,8 @@ class AssistantScreen(Screen[None]):
         self.backend = backend
         self.state = state
         self.conversation = conversation or Conversation.new()
+        #: Who answers, named in the pane's header: the configured model, or the scripted demo.
+        self.answered_by = backend.assistant_model
         self.consent: AIConsent | None = None
         self.policy: Policy | None = None
         self.sending = False
@@ -133,6 +135,7 @@ class AssistantScreen(Screen[None]):
         line = Text.assemble(("Assistant", "bold"), (" · ", "dim"), (state.workspace_id, "bold"))
         if mode is not None:
             line.append_text(Text.assemble((" · ", "dim"), (mode.label, "bold"), f": {mode.explanation}"))
+        line.append_text(Text.assemble(("\nAnswered by ", "dim"), self.answered_by))
         if state.dirty:
             line.append(f"\nYour unsaved draft is not memory: the Assistant sees saved version {state.base_version}.",
                         style="yellow")  # fmt: skip

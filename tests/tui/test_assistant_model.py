@@ -1,0 +1,142 @@
+"""The frame's Assistant on the configured model: the pane names who answers, and answers come from it.
+
+The model is the strict fake OpenAI-compatible server (tests/assistant/strict_openai.py); the
+scripted demo answers only when no model is configured anywhere, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from memframe import crypto
+from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
+from memframe.backend.base import Backend
+from memframe.backend.local import LocalBackend
+from memframe.cli import main
+from memframe.service import MemoryService
+from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
+from tests.assistant.strict_openai import EndedEarly, StrictChatServer, Text
+from tests.conftest import FakeClock
+from tests.tui.conftest import WORKSPACE, drive
+from tests.tui.scenarios import TEXT, Outage, Stage, ask, settle
+
+
+@pytest.fixture
+def fake() -> Iterator[StrictChatServer]:
+    server = StrictChatServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def on_model(tui_service: MemoryService, clock: FakeClock, fake: StrictChatServer) -> Iterator[Stage]:
+    """A stage whose frame's Assistant answers with model "m" on the fake server."""
+    key = crypto.new_key()
+    model = OpenAIChatModel(ModelOptions(fake.url, "m"))
+    frame = LocalBackend(tui_service, WORKSPACE, key, model=model)
+    other = LocalBackend(tui_service, WORKSPACE, key)
+    other.save(TEXT, 0)
+    other.set_ai(True)
+    yield Stage(Outage(frame), other, clock)
+    model.close()
+
+
+async def open_assistant(pilot: Pilot[Any]) -> AssistantScreen:
+    await pilot.press("f2")
+    await settle(pilot)
+    screen = pilot.app.screen
+    assert isinstance(screen, AssistantScreen)
+    return screen
+
+
+def shown(screen: AssistantScreen, index: int = -1) -> str:
+    return str(list(screen.query(ExchangeItem))[index].query_one(Static).content)
+
+
+def header(screen: AssistantScreen) -> str:
+    return str(screen.query_one("#assistant-status", Static).content)
+
+
+def test_the_pane_names_the_configured_model_and_it_answers(on_model: Stage, fake: StrictChatServer) -> None:
+    fake.replies.append(Text("Aiko likes short answers."))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        assert f"Answered by m at {fake.url}" in header(screen)
+        await ask(pilot, "what do you know?")
+        assert "assistant › Aiko likes short answers." in shown(screen)
+        assert "scripted demo" not in shown(screen)
+        assert "receipt: memory revision 1 was used" in shown(screen)
+        system = fake.requests[0]["messages"][0]["content"]
+        assert fake.requests[0]["model"] == "m" and "- Aiko prefers short answers." in system
+
+    drive(on_model.app(), script)
+
+
+def test_without_a_model_the_scripted_demo_answers_and_says_so(stage: Stage) -> None:
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        assert "Answered by the scripted demo" in header(screen) and "'Model servers'" in header(screen)
+        await ask(pilot, "what do you know?")
+        await ask(pilot, "and now?")
+        assert all("assistant › (scripted demo) " in shown(screen, i) for i in (0, 1))
+
+    drive(stage.app(), script)
+
+
+def test_an_answer_ended_early_or_empty_says_why_in_the_pane(on_model: Stage, fake: StrictChatServer) -> None:
+    fake.replies += [EndedEarly(["Aiko li"]), Text(""), Text("", finish_reason="length")]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        await ask(pilot, "what do you know?")
+        assert "assistant › Aiko li" in shown(screen)
+        assert "(the server ended the answer early;" in shown(screen) and "it may be incomplete" in shown(screen)
+        await ask(pilot, "and?")
+        assert "assistant › (no answer: the model ended its turn without writing any text)" in shown(screen)
+        await ask(pilot, "and then?")
+        assert "(no answer: cut off at the token limit (--max-tokens), before any text)" in shown(screen)
+
+    drive(on_model.app(), script)
+
+
+# --- `memframe frame` builds the Assistant's model as `chat` does ------------------------------------
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[Backend]:
+    """The backends `memframe frame` would open the frame on (the frame itself is not run)."""
+    assert main(["init"]) == 0
+    capsys.readouterr()
+    backends: list[Backend] = []
+
+    def run_frame(backend: Backend, **_: Any) -> int:
+        backends.append(backend)
+        backend.close()
+        return 0
+
+    monkeypatch.setattr("memframe.tui.app.run_frame", run_frame)
+    return backends
+
+
+def test_frame_takes_the_model_options_and_reads_the_settings_file(
+    opened: list[Backend], memframe_home: Path, fake: StrictChatServer
+) -> None:
+    assert main(["frame"]) == 0
+    assert opened[-1].assistant_model.startswith("the scripted demo")
+    assert main(["frame", "--model-url", fake.url, "--model", "m", "--temperature", "0", "--max-tokens", "9"]) == 0
+    assert opened[-1].assistant_model == f"m at {fake.url}"
+    (memframe_home / "config.toml").write_text(f'[model]\nurl = "{fake.url}"\nname = "gemma"\n')
+    assert main(["frame"]) == 0
+    assert opened[-1].assistant_model == f"gemma at {fake.url}"
+    assert main([]) == 0  # the default command is the frame
+    assert opened[-1].assistant_model == f"gemma at {fake.url}"
