@@ -20,11 +20,12 @@ from memframe.backend.base import Backend
 from memframe.backend.local import LocalBackend
 from memframe.cli import main
 from memframe.service import MemoryService
+from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
 from tests.assistant.strict_openai import EndedEarly, StrictChatServer, Text
 from tests.conftest import FakeClock
 from tests.tui.conftest import WORKSPACE, drive
-from tests.tui.scenarios import TEXT, Outage, Stage, ask, settle
+from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, settle
 
 
 @pytest.fixture
@@ -140,3 +141,27 @@ def test_frame_takes_the_model_options_and_reads_the_settings_file(
     assert opened[-1].assistant_model == f"gemma at {fake.url}"
     assert main([]) == 0  # the default command is the frame
     assert opened[-1].assistant_model == f"gemma at {fake.url}"
+
+
+def test_during_an_unresolved_save_conflict_the_header_says_memory_is_withheld(stage: Stage) -> None:
+    """The header says what the next call really gets: during a conflict that is no memory at all, not
+    "saved version N"."""
+    stage.other.save(TEXT, 0)
+    stage.other.set_ai(True)
+    app = stage.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- a draft line\n")
+        stage.other.save(TEXT + "- newer\n", 1)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, ConflictScreen)
+        await pilot.press("e")  # keep editing: the conflict is unresolved
+        await settle(pilot)
+        screen = await open_assistant(pilot)
+        said = header(screen)
+        assert "memory is withheld from the Assistant (conflict)" in said and "sees saved version" not in said
+        await ask(pilot, "what do you know?")
+        assert "memory not provided because the person's last save of the memory conflicted" in shown(screen)
+
+    drive(app, script)

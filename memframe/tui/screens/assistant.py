@@ -35,6 +35,12 @@ from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.widgets.footer import KeyFooter
 
+#: The header during an unresolved Save conflict: recall withholds memory, so no version is "seen".
+CONFLICT_NOTE = (
+    "\nYour unsaved draft is not memory, and your last Save lost to a newer version: memory is withheld "
+    "from the Assistant (conflict) until you keep one version."
+)
+
 
 class ExchangeItem(ListItem):
     """One exchange in the list; redrawn from the `Exchange` whenever it changes."""
@@ -136,7 +142,9 @@ class AssistantScreen(Screen[None]):
         if mode is not None:
             line.append_text(Text.assemble((" · ", "dim"), (mode.label, "bold"), f": {mode.explanation}"))
         line.append_text(Text.assemble(("\nAnswered by ", "dim"), self.answered_by))
-        if state.dirty:
+        if self.backend.save_state.last.kind == "conflict":  # what the next call really gets: no memory at all
+            line.append(CONFLICT_NOTE, style="yellow")
+        elif state.dirty:
             line.append(f"\nYour unsaved draft is not memory: the Assistant sees saved version {state.base_version}.",
                         style="yellow")  # fmt: skip
         self.query_one("#assistant-status", Static).update(line)
