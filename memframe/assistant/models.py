@@ -53,7 +53,9 @@ class ModelClient(Protocol):
         """One model call: the messages as they go out (recall already attached) and the tools offered.
 
         `on_text`, when given, receives the answer's text piece by piece as it arrives
-        (a client that cannot stream calls it once with the whole text).
+        (a client that cannot stream calls it once with the whole text), and once more with
+        "" before a reply that carries tool calls is returned. It is also the caller's way to
+        stop: an exception raised from it ends the call, so no tool of that reply is run.
         """
         ...
 
@@ -110,6 +112,8 @@ class ScriptedModel:
             reply = ModelReply(SCRIPTED_MARK + reply.content, reply.tool_calls, reply.finish_reason)
         if on_text is not None and reply.content:
             on_text(reply.content)
+        if on_text is not None and reply.tool_calls:
+            on_text("")  # the caller may stop here, before the tool runs
         return reply
 
     def close(self) -> None:

@@ -130,7 +130,7 @@ class OpenAIChatModel:
     def complete(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, on_text: TextCallback | None = None
     ) -> ModelReply:
-        """One call, streamed unless this kind of call was refused a stream before.
+        """One call, streamed unless this kind of call was refused a stream before (see `ModelClient`).
 
         A kind is the tool_choice sent: llama-cpp-python refuses to stream an automatic
         tool choice (with a 500, or since 0.3.36 with an empty stream) and streams every
@@ -139,14 +139,18 @@ class OpenAIChatModel:
         """
         body = self.request_body(messages, tools, stream=self.options.stream)
         kind = json.dumps(body.get("tool_choice"))
+        reply: ModelReply | None = None
         if self.options.stream and kind not in self._plain:
             try:
-                return self._post(body, on_text)
+                reply = self._post(body, on_text)
             except (_StreamRefused, _EmptyStream):
                 self._plain.add(kind)  # nothing was shown or done: ask this call again, plainly
-        reply = self._post({**body, "stream": False}, None)
-        if on_text is not None and reply.content:
-            on_text(reply.content)
+        if reply is None:
+            reply = self._post({**body, "stream": False}, None)
+            if on_text is not None and reply.content:
+                on_text(reply.content)
+        if on_text is not None and reply.tool_calls:
+            on_text("")  # the caller may stop here, before the tool runs
         return reply
 
     def _post(self, body: Message, on_text: TextCallback | None) -> ModelReply:

@@ -72,6 +72,8 @@ def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:
     streamed: list[str] = []
 
     def show(piece: str) -> None:
+        if not piece:
+            return  # a tool call is on its way: nothing to print
         if not streamed:
             sys.stdout.write("assistant › ")
         streamed.append(piece)

@@ -317,3 +317,23 @@ def test_temperature_must_be_zero_or_more() -> None:
     with pytest.raises(ValueError, match="temperature"):
         ModelOptions("http://127.0.0.1:9/v1", temperature=-0.1)
     assert ModelOptions("http://127.0.0.1:9/v1", temperature=0).temperature == 0
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_on_text_is_asked_before_a_tool_call_is_returned_so_a_caller_can_stop(
+    fake: StrictChatServer, stream: bool
+) -> None:
+    """The frame's stop key raises from on_text: a reply carrying a tool call gets one last on_text("")
+    before it is returned, so a stop pressed while the call was on its way runs no tool."""
+    model = client(fake, tool_choice="t", stream=stream)
+    fake.replies.append(Call("t", "{}"))
+    pieces: list[str] = []
+    assert model.complete(USER, TOOL, on_text=pieces.append).tool_calls and pieces == [""]
+
+    def stopped(piece: str) -> None:
+        raise ModelUnavailable("stopped")
+
+    fake.replies.append(Call("t", "{}"))
+    with pytest.raises(ModelUnavailable, match="stopped"):
+        model.complete(USER, TOOL, on_text=stopped)
+    model.close()

@@ -6,23 +6,25 @@ scripted demo answers only when no model is configured anywhere, and says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from memframe import crypto
 from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
 from memframe.backend.base import Backend
 from memframe.backend.local import LocalBackend
 from memframe.cli import main
+from memframe.core.types import Mode
 from memframe.service import MemoryService
+from memframe.tui.conversation import Exchange
 from memframe.tui.dialogs import ConflictScreen
 from memframe.tui.screens.assistant import AssistantScreen, ExchangeItem
-from tests.assistant.strict_openai import EndedEarly, StrictChatServer, Text
+from tests.assistant.strict_openai import Call, EndedEarly, StrictChatServer, Text
 from tests.conftest import FakeClock
 from tests.tui.conftest import WORKSPACE, drive
 from tests.tui.scenarios import TEXT, Outage, Stage, append, ask, settle
@@ -38,14 +40,45 @@ def fake() -> Iterator[StrictChatServer]:
 @pytest.fixture
 def on_model(tui_service: MemoryService, clock: FakeClock, fake: StrictChatServer) -> Iterator[Stage]:
     """A stage whose frame's Assistant answers with model "m" on the fake server."""
+    yield from staged(tui_service, clock, fake)
+
+
+@pytest.fixture
+def capturing(tui_service: MemoryService, clock: FakeClock, fake: StrictChatServer) -> Iterator[Stage]:
+    """The same in Auto, with remember_in_memory forced on the call that answers the message."""
+    yield from staged(tui_service, clock, fake, Mode.AUTO, tool_choice="remember_in_memory")
+
+
+def staged(
+    service: MemoryService, clock: FakeClock, fake: StrictChatServer, mode: Mode | None = None, **options: Any
+) -> Iterator[Stage]:
     key = crypto.new_key()
-    model = OpenAIChatModel(ModelOptions(fake.url, "m"))
-    frame = LocalBackend(tui_service, WORKSPACE, key, model=model)
-    other = LocalBackend(tui_service, WORKSPACE, key)
+    model = OpenAIChatModel(ModelOptions(fake.url, "m", **options))
+    frame = LocalBackend(service, WORKSPACE, key, model=model)
+    other = LocalBackend(service, WORKSPACE, key)
     other.save(TEXT, 0)
     other.set_ai(True)
+    if mode is not None:
+        other.set_policy(mode, other.get_policy().revision)
     yield Stage(Outage(frame), other, clock)
     model.close()
+
+
+async def until(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
+    """Wait (never a sleep) until `condition` holds, within a bound."""
+    for _ in range(1000):
+        if condition():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never: {what}")
+
+
+async def send(pilot: Pilot[Any], screen: AssistantScreen, message: str) -> Exchange:
+    """Type a message and press enter, without waiting for the answer."""
+    screen.query_one(Input).value = message
+    await pilot.press("enter")
+    await until(pilot, lambda: bool(screen.conversation.exchanges), "the message is on screen")
+    return screen.conversation.exchanges[-1]
 
 
 async def open_assistant(pilot: Pilot[Any]) -> AssistantScreen:
@@ -108,6 +141,91 @@ def test_an_answer_ended_early_or_empty_says_why_in_the_pane(on_model: Stage, fa
         assert "(no answer: cut off at the token limit (--max-tokens), before any text)" in shown(screen)
 
     drive(on_model.app(), script)
+
+
+# --- streaming, waiting and stopping ------------------------------------------------------------------
+
+
+def test_the_answer_streams_into_the_pane_as_it_arrives(on_model: Stage, fake: StrictChatServer) -> None:
+    fake.delay_per_chunk = 0.05
+    fake.replies.append(Text("Aiko prefers short answers, and Ben is on leave."))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        exchange = await send(pilot, screen, "what do you know?")
+        await until(pilot, lambda: bool(exchange.partial), "a first piece is shown")
+        assert exchange.pending and "assistant › Aik" in shown(screen) and "(answering ·" in shown(screen)
+        await settle(pilot)
+        assert not exchange.pending and "Aiko prefers short answers, and Ben is on leave." in shown(screen)
+        assert "(answering" not in shown(screen)
+
+    drive(on_model.app(), script)
+
+
+def test_while_waiting_the_pane_says_it_waits_for_the_model_and_how_long(
+    on_model: Stage, fake: StrictChatServer
+) -> None:
+    fake.delay = 1.5
+    fake.replies.append(Text("Here."))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        await send(pilot, screen, "what do you know?")
+        assert "waiting for the model… 0 s" in shown(screen) and "f6 stops" in shown(screen)
+        await until(pilot, lambda: "waiting for the model… 1 s" in shown(screen), "the seconds count up")
+        await settle(pilot)
+        assert "assistant › Here." in shown(screen)
+
+    drive(on_model.app(), script)
+
+
+def test_stop_closes_the_stream_and_nothing_further_is_shown(on_model: Stage, fake: StrictChatServer) -> None:
+    fake.delay_per_chunk = 0.05
+    fake.replies.append(Text("abc" * 200))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        exchange = await send(pilot, screen, "talk")
+        await until(pilot, lambda: bool(exchange.partial), "a first piece is shown")
+        await pilot.press("f6")
+        await settle(pilot)
+        assert exchange.result is None and "■ Stopped: no answer, and nothing further was written." in shown(screen)
+        assert screen.query_one(Input).value == ""  # a stopped message is not offered again
+        await until(pilot, lambda: fake.hung_up == 1, "the model server sees the client hang up")
+
+    drive(on_model.app(), script)
+
+
+def test_stop_before_a_capture_arrives_writes_nothing(capturing: Stage, fake: StrictChatServer) -> None:
+    fake.delay = 1.0
+    fake.replies += [Call("remember_in_memory", '{"edits": [{"op": "add", "line": "- Aiko likes tea."}]}')]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        exchange = await send(pilot, screen, "Aiko likes tea.")
+        await pilot.press("f6")
+        await settle(pilot)
+        assert exchange.stopped and exchange.result is None and "■ Stopped" in shown(screen)
+        assert len(fake.requests) == 1 and capturing.other.load().version == 1
+
+    drive(capturing.app(), script)
+
+
+def test_stop_after_a_committed_capture_says_what_was_written(capturing: Stage, fake: StrictChatServer) -> None:
+    fake.delay_per_chunk = 0.05
+    remember = '{"edits": [{"op": "add", "line": "- Aiko likes tea."}]}'
+    fake.replies += [Call("remember_in_memory", remember), Text("Noted, " * 100)]
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_assistant(pilot)
+        exchange = await send(pilot, screen, "Aiko likes tea.")
+        await until(pilot, lambda: bool(exchange.partial), "the answer after the capture streams")
+        await pilot.press("f6")
+        await settle(pilot)
+        assert "✓ Remembered (memory version 2)" in shown(screen) and "you stopped the answer" in shown(screen)
+        assert capturing.other.load().version == 2
+
+    drive(capturing.app(), script)
 
 
 # --- `memframe frame` builds the Assistant's model as `chat` does ------------------------------------

@@ -26,10 +26,11 @@ from textual.screen import Screen
 from textual.widgets import Input, ListItem, ListView, Static
 
 from memframe.backend.base import Backend
+from memframe.core.errors import ModelUnavailable
 from memframe.core.turns import AIConsent, OutcomeKind
 from memframe.core.types import Policy
 from memframe.tui import assistant_calls
-from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
+from memframe.tui.conversation import STOPPED, Conversation, Exchange, ai_line, no_revision, render_exchange
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
@@ -78,6 +79,14 @@ class AssistantScreen(Screen[None]):
     class OpenProposals(Message):
         """Open the Proposals screen."""
 
+    class Streamed(Message):
+        """A piece of `exchange`'s answer arrived from the model (sent from the send's worker thread)."""
+
+        def __init__(self, exchange: Exchange, piece: str) -> None:
+            super().__init__()
+            self.exchange = exchange
+            self.piece = piece
+
     HELP_NAME = "Assistant"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", tooltip="Back to the editor", id="memframe.assistant.back"),
@@ -88,6 +97,8 @@ class AssistantScreen(Screen[None]):
                 id="memframe.assistant.ai"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.assistant.proposals"),
+        Binding("f6", "stop", "Stop", tooltip="Stop the answer being written: nothing further is written, and a "
+                "capture already made is said", id="memframe.assistant.stop"),
         Binding("up", "move(-1)", "Previous answer", show=False, id="memframe.assistant.previous"),
         Binding("down", "move(1)", "Next answer", show=False, id="memframe.assistant.next"),
     ]  # fmt: skip
@@ -123,6 +134,7 @@ class AssistantScreen(Screen[None]):
         if not self.conversation.exchanges:
             self._say("Each answer is followed by its receipt: the memory revision it used, or why it was withheld.")
         self.query_one(Input).focus()
+        self._ticker = self.set_interval(1.0, self._tick, pause=True)  # the waiting line's seconds
 
     def on_screen_resume(self) -> None:
         """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile,
@@ -192,22 +204,49 @@ class AssistantScreen(Screen[None]):
         await self.exchanges.append(ExchangeItem(exchange))
         self.exchanges.index = len(self.exchanges) - 1
         self.sending = True
+        self.refresh_bindings()
         self._proposal_waits = False
         self._say("")
+        self._ticker.resume()
         self._send(self.tickets.issue(), exchange, self.conversation.id, text)
 
     @work(thread=True, group="io", exit_on_error=False)
     def _send(self, ticket: int, exchange: Exchange, conversation_id: str, text: str) -> None:
-        self.post_message(Answered(ticket, exchange, assistant_calls.send(self.backend, conversation_id, text)))
+        def on_text(piece: str) -> None:
+            if exchange.stopped:  # raised into the model call: its stream is closed and no tool of it runs
+                raise ModelUnavailable(STOPPED)
+            if piece:
+                self.post_message(self.Streamed(exchange, piece))
 
-    def on_answered(self, message: Answered) -> None:
-        self.sending = False
-        outcome, exchange = message.outcome, message.exchange
-        exchange.finish(outcome.result, outcome.calls, outcome.error)
+        outcome = assistant_calls.send(self.backend, conversation_id, text, on_text=on_text)
+        self.post_message(Answered(ticket, exchange, outcome))
+
+    def on_assistant_screen_streamed(self, message: AssistantScreen.Streamed) -> None:
+        exchange = message.exchange
+        if exchange.pending and not exchange.stopped:
+            exchange.partial += message.piece
+            self._redraw(exchange)
+
+    def _redraw(self, exchange: Exchange) -> None:
         for item in self.exchanges.query(ExchangeItem):
             if item.exchange is exchange:
                 item.redraw()
         self.exchanges.scroll_end(animate=False)
+
+    def _tick(self) -> None:
+        for exchange in self.conversation.exchanges:
+            if exchange.pending:
+                self._redraw(exchange)
+
+    def on_answered(self, message: Answered) -> None:
+        self.sending = False
+        self.refresh_bindings()
+        self._ticker.pause()
+        outcome, exchange = message.outcome, message.exchange
+        exchange.finish(outcome.result, outcome.calls, outcome.error)
+        self._redraw(exchange)
+        if outcome.result is None and exchange.stopped:
+            return  # the person stopped it: the exchange says so, and the message is not offered again
         if outcome.result is None:
             off = self.consent is not None and not self.consent.enabled
             turn_on = f" {key_of(self.app, 'assistant.ai')} turns it on." if off else ""
@@ -259,6 +298,18 @@ class AssistantScreen(Screen[None]):
             return
         self._say(f"Turning workspace AI {'off' if self.consent.enabled else 'on'}…")
         self._switch_ai(self.tickets.issue(), not self.consent.enabled)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The stop key is offered only while an answer is on its way."""
+        return self.sending if action == "stop" else True
+
+    def action_stop(self) -> None:
+        pending = [e for e in self.conversation.exchanges if e.pending and not e.stopped]
+        if not pending:
+            self.notify("No answer is being written.", timeout=3)
+            return
+        pending[-1].stopped = True  # the send's worker sees it at the model's next word, or before any tool
+        self._redraw(pending[-1])
 
     def action_proposals(self) -> None:
         self.post_message(self.OpenProposals())
