@@ -9,7 +9,9 @@ AI is switched here, and only here: the mode switcher never does it.
 The screen is installed once per app, so this session's conversation, and a
 send still in flight, survive closing and reopening the pane. Sends run on a
 thread worker (the backend waits up to 5 s for an in-flight Save itself);
-every failure comes back as words in the conversation.
+every failure comes back as words in the conversation. The header names the
+model that answers; an answer streams in as it is written, the wait is shown
+in seconds, and the stop key ends the turn before anything further is written.
 """
 
 from __future__ import annotations
