@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from memframe.assistant.openai_chat import OpenAIChatModel
 from memframe.cli import EXIT_ERROR, main
 from memframe.core.edits import MAX_LINE_BYTES
 from tests.assistant.strict_openai import Call, CutStream, EndedEarly, Raw, StrictChatServer, Text
@@ -223,3 +224,20 @@ def test_an_empty_stream_is_asked_again_plainly(fake: StrictChatServer, capsys, 
     code, out, _ = chat(capsys, fake, "what is my cat called?")
     assert code == 0 and "Your cat is Quincy." in out
     assert [call.get("stream") for call in fake.requests][-2:] == [True, False]
+
+
+def test_the_settings_files_model_is_the_local_assistants(fake: StrictChatServer, memframe_home) -> None:  # type: ignore[no-untyped-def]
+    """With --remote the server answers with its own model: [model] from the settings file is not sent along
+    (an explicit --model-url still is, and is refused by the backend)."""
+    from memframe.cli import build_parser
+    from memframe.cli.options import model_client
+
+    memframe_home.mkdir(parents=True, exist_ok=True)
+    (memframe_home / "config.toml").write_text(f'[model]\nurl = "{fake.url}"\nname = "gemma"\ntemperature = 0\n')
+    assert model_client(build_parser().parse_args(["chat", "--remote", "http://127.0.0.1:9"])) is None
+    model = model_client(build_parser().parse_args(["chat"]))
+    assert isinstance(model, OpenAIChatModel) and model.label == f"gemma at {fake.url}"
+    assert model.options.temperature == 0
+    model.close()
+    explicit = build_parser().parse_args(["chat", "--remote", "http://127.0.0.1:9", "--model-url", fake.root])
+    assert explicit.model_url == fake.root and model_client(explicit) is not None
