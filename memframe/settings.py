@@ -29,6 +29,7 @@ The config file keeps what a person would keep (TOML; every key optional)::
     timeout = 60
     tool_choice = "auto"
     system_as_user = false
+    temperature = 0.2
 
 Secrets (tokens, passphrases, API keys) come only from the environment, never
 from the file. A file memframe cannot read or understand is one `InvalidInput`
@@ -88,6 +89,7 @@ class Settings:
     model_timeout: float | None = None
     model_tool_choice: str | None = None
     model_system_as_user: bool | None = None
+    model_temperature: float | None = None
     #: The frame's theme (None: Textual's default).
     theme: str | None = None
     #: The frame's key bindings: binding id (with or without `memframe.`) -> keys.
@@ -137,6 +139,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         model_timeout=model.get("timeout"),
         model_tool_choice=model.get("tool_choice"),
         model_system_as_user=model.get("system_as_user"),
+        model_temperature=model.get("temperature"),
         theme=file.get("theme"),
         keymap=MappingProxyType(dict(file.get("keymap", {}))),
     )
@@ -170,6 +173,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "timeout": ((int, float), "a positive number of seconds"),
     "tool_choice": ((str,), 'a string such as "auto"'),
     "system_as_user": ((bool,), "true or false"),
+    "temperature": ((int, float), "a number, 0 or more"),
 }
 _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "workspace": ((str,), "a workspace name"),
@@ -215,6 +219,7 @@ def _check(path: Path, table: dict[str, Any], known: dict[str, tuple[tuple[type,
             stray_bool
             or not isinstance(value, types)
             or (isinstance(value, (int, float)) and wanted.startswith("a positive") and value <= 0)
+            or (isinstance(value, (int, float)) and wanted.endswith("0 or more") and not value >= 0)
         ):
             raise invalid_file(path, f"{prefix}{name} must be {wanted}, not {value!r}")
 

@@ -18,16 +18,27 @@ from memframe.core.errors import MemframeError, VersionConflict
 from memframe.core.turns import OutcomeKind, ProposalReason, ToolOutcome
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Mode
 
+# Each string is bounded at the line limit, so a model whose output a grammar constrains to this schema
+# (llama.cpp) must close the string instead of running on to its token limit.
 _EDIT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "op": {"type": "string", "enum": ["add", "replace", "remove"]},
         "line": {
             "type": "string",
+            "maxLength": MAX_LINE_BYTES,
             "description": "add: the line to add. replace/remove: the exact existing line to change.",
         },
-        "new_line": {"type": "string", "description": "replace only: the line that takes its place."},
-        "heading": {"type": "string", "description": "add only: put the line under this heading."},
+        "new_line": {
+            "type": "string",
+            "maxLength": MAX_LINE_BYTES,
+            "description": "replace only: the line that takes its place.",
+        },
+        "heading": {
+            "type": "string",
+            "maxLength": MAX_LINE_BYTES,
+            "description": "add only: put the line under this heading.",
+        },
     },
     "required": ["op", "line"],
     "additionalProperties": False,

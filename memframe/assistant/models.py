@@ -17,6 +17,14 @@ Message = dict[str, Any]
 
 TextCallback = Callable[[str], None]
 
+#: memframe's own finish_reason for a stream the server ended (with [DONE]) without giving one:
+#: the answer may be incomplete, and is reported as a cut-off answer is.
+ENDED_EARLY = "ended_early"
+#: What the scripted model is called wherever a person is told who answers.
+SCRIPTED_DEMO = "the scripted demo (no model is configured; see the README's 'Model servers')"
+#: Every scripted answer starts with this, so it is never taken for a language model's.
+SCRIPTED_MARK = "(scripted demo) "
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -33,7 +41,8 @@ class ToolCall:
 class ModelReply:
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
-    #: The server's finish_reason: "length" means the answer was cut off at max_tokens.
+    #: The server's finish_reason: "length" means the answer was cut off at max_tokens;
+    #: `ENDED_EARLY` that the server ended the stream without one.
     finish_reason: str | None = None
 
 
@@ -44,13 +53,22 @@ class ModelClient(Protocol):
         """One model call: the messages as they go out (recall already attached) and the tools offered.
 
         `on_text`, when given, receives the answer's text piece by piece as it arrives
-        (a client that cannot stream calls it once with the whole text).
+        (a client that cannot stream calls it once with the whole text), and once more with
+        "" before a reply that carries tool calls is returned. It is also the caller's way to
+        stop: an exception raised from it ends the call, so no tool of that reply is run.
         """
         ...
 
     def close(self) -> None:
         """Let go of what the client holds (an HTTP client's connection pool) once the caller is done."""
         ...
+
+
+def describe(model: ModelClient | None) -> str:
+    """Who answers, for people: a model's name and server, or the scripted demo (None: no model given)."""
+    if model is None or isinstance(model, ScriptedModel):
+        return SCRIPTED_DEMO
+    return str(getattr(model, "label", None) or type(model).__name__)
 
 
 # --- the scripted model ------------------------------------------------------------------
@@ -79,6 +97,8 @@ class ScriptedModel:
     NEW` make it call remember_in_memory; `read: PATH`, `list documents`,
     `search: TEXT` and `note: PATH => TEXT` call the document tools. Every call's
     system message is kept in `seen`, so tests can prove what each call received.
+    Every answer starts with `SCRIPTED_MARK`: it answers only when no model is
+    configured, and a person must never take it for one.
     """
 
     seen: list[str] = field(default_factory=list)
@@ -88,8 +108,12 @@ class ScriptedModel:
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, on_text: TextCallback | None = None
     ) -> ModelReply:
         reply = self._answer(messages, tools)
+        if reply.content is not None:
+            reply = ModelReply(SCRIPTED_MARK + reply.content, reply.tool_calls, reply.finish_reason)
         if on_text is not None and reply.content:
             on_text(reply.content)
+        if on_text is not None and reply.tool_calls:
+            on_text("")  # the caller may stop here, before the tool runs
         return reply
 
     def close(self) -> None:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from memframe.assistant.models import Message, ModelReply, TextCallback, ToolCall
+from memframe.assistant.models import Message, ModelReply, TextCallback
+from memframe.assistant.openai_replies import SERVER_MESSAGE_CHARS, EmptyStream, error_message, read_events, tool_call
 from memframe.core.errors import ModelUnavailable
 
 #: tool_choice values the OpenAI API names; anything else is the name of a tool to force.
 TOOL_CHOICES = ("auto", "none", "required")
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT = 120.0
-_SERVER_MESSAGE_CHARS = 240
 _MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
 
 
@@ -41,6 +42,7 @@ class ModelOptions:
     block included) into the first user message, for chat formats that drop
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.
+    `temperature` is sent only when set (None: the server's own default).
     """
 
     url: str
@@ -60,23 +62,33 @@ class ModelOptions:
             raise ValueError("the model timeout must be more than 0 seconds")
         if not self.tool_choice.strip():
             raise ValueError("tool_choice must be auto, none, required or a tool's name")
+        if self.temperature is not None and not self.temperature >= 0:
+            raise ValueError("the temperature must be 0 or more")
 
 
 class OpenAIChatModel:
     """Chat completions over httpx: llama.cpp server, vLLM, Ollama and the like."""
 
     def __init__(self, options: ModelOptions | str, model: str | None = None, *, transport: Any = None) -> None:
-        import httpx
-
         if isinstance(options, str):  # the older (url, name) spelling
             options = ModelOptions(options, model or "default")
         self.options = options
-        headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
         self.base_url = options.url.rstrip("/")
         self.model = options.name
-        self._stream = options.stream
-        self._client = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=options.timeout, transport=transport
+        self.label = f"{options.name} at {self.base_url}"
+        self._transport = transport
+        # The kinds of call (by the tool_choice sent) this server refused to stream: asked plainly from then on.
+        self._plain: set[str] = set()
+
+    @cached_property
+    def _client(self) -> Any:
+        """Made on the first call, so a frame that never sends pays nothing for httpx at start-up."""
+        import httpx
+
+        key = self.options.api_key
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=self.options.timeout, transport=self._transport
         )
 
     # --- the request ---------------------------------------------------------------------
@@ -118,16 +130,27 @@ class OpenAIChatModel:
     def complete(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], *, on_text: TextCallback | None = None
     ) -> ModelReply:
-        if self._stream:
+        """One call, streamed unless this kind of call was refused a stream before (see `ModelClient`).
+
+        A kind is the tool_choice sent: llama-cpp-python refuses to stream an automatic
+        tool choice (with a 500, or since 0.3.36 with an empty stream) and streams every
+        other. The refused call is asked again plainly, once, and its kind is never
+        streamed again, so no later call is sent twice.
+        """
+        body = self.request_body(messages, tools, stream=self.options.stream)
+        kind = json.dumps(body.get("tool_choice"))
+        reply: ModelReply | None = None
+        if self.options.stream and kind not in self._plain:
             try:
-                return self._post(self.request_body(messages, tools, stream=True), on_text)
-            except _StreamRefused:
-                self._stream = False  # this server cannot stream such requests: ask plainly from now on
-            except _EmptyStream:
-                pass  # nothing was shown or done: ask this one call again, plainly
-        reply = self._post(self.request_body(messages, tools, stream=False), None)
-        if on_text is not None and reply.content:
-            on_text(reply.content)
+                reply = self._post(body, on_text)
+            except (_StreamRefused, EmptyStream):
+                self._plain.add(kind)  # nothing was shown or done: ask this call again, plainly
+        if reply is None:
+            reply = self._post({**body, "stream": False}, None)
+            if on_text is not None and reply.content:
+                on_text(reply.content)
+        if on_text is not None and reply.tool_calls:
+            on_text("")  # the caller may stop here, before the tool runs
         return reply
 
     def _post(self, body: Message, on_text: TextCallback | None) -> ModelReply:
@@ -140,7 +163,7 @@ class OpenAIChatModel:
                     raise self._refusal(response, streaming=bool(body.get("stream")))
                 kind = response.headers.get("content-type", "")
                 if "text/event-stream" in kind:
-                    return _read_events(response.iter_lines(), on_text, self.base_url, self.options.max_tokens)
+                    return read_events(response.iter_lines(), on_text, self.base_url, self.options.max_tokens)
                 response.read()
                 reply = self._read_json(response)  # a server that does not stream: the answer comes whole
                 if on_text is not None and reply.content:
@@ -163,7 +186,7 @@ class OpenAIChatModel:
         said = _server_message(response)
         if streaming and response.status_code >= 400 and _MENTIONS_STREAMING.search(said):
             return _StreamRefused(said)
-        if response.status_code == 404:
+        if response.status_code == 404 and _openai_error(response) is None:
             hint = (
                 ""
                 if self.base_url.endswith("/v1")
@@ -171,7 +194,8 @@ class OpenAIChatModel:
             )
             return ModelUnavailable(f"The model server at {self.base_url} has no /chat/completions (404{hint}).")
         where = f"The model server at {self.base_url} answered with status {response.status_code}"
-        return ModelUnavailable(f"{where}: {said}" if said else f"{where}.")
+        key = " (memframe sends $MEMFRAME_MODEL_KEY as its API key)" if response.status_code in (401, 403) else ""
+        return ModelUnavailable(f"{where}: {said}{key}" if said else f"{where}{key}.")
 
     def _read_json(self, response: Any) -> ModelReply:
         if _looks_like_html(response):
@@ -180,7 +204,7 @@ class OpenAIChatModel:
             choice = response.json()["choices"][0]
             message = choice["message"]
             calls = tuple(
-                _tool_call(c.get("id"), i, c["function"]["name"], c["function"].get("arguments"))
+                tool_call(c.get("id"), i, c["function"]["name"], c["function"].get("arguments"))
                 for i, c in enumerate(message.get("tool_calls") or [])
             )
             content = message.get("content")
@@ -193,11 +217,8 @@ class OpenAIChatModel:
             ) from None
 
     def close(self) -> None:
-        self._client.close()
-
-
-class _EmptyStream(Exception):
-    """The server answered a streamed request with an empty stream: no text, no tool call, no end."""
+        if "_client" in self.__dict__:
+            self._client.close()
 
 
 class _StreamRefused(Exception):
@@ -234,105 +255,6 @@ def fold_system_into_user(messages: list[Message]) -> list[Message]:
     return [{"role": "user", "content": preface}, *rest]
 
 
-def _tool_call(call_id: Any, index: int, name: Any, raw: Any) -> ToolCall:
-    if not isinstance(name, str) or not name:
-        raise TypeError("a tool call without a name")
-    arguments, malformed = _arguments(raw)
-    raw_text = raw if isinstance(raw, str) else json.dumps(raw if raw is not None else {}, ensure_ascii=False)
-    return ToolCall(str(call_id or f"call_{index}"), name, arguments, malformed, raw_text)
-
-
-def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    """Tool arguments arrive as a JSON string (or, from some servers, an object)."""
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except (TypeError, ValueError):
-        return {}, "its arguments were not JSON"
-    if not isinstance(value, dict):
-        return {}, "its arguments were not a JSON object"
-    return value, None
-
-
-def _read_events(lines: Iterator[str], on_text: TextCallback | None, base_url: str, limit: int) -> ModelReply:
-    """Assemble a streamed chat completion: text deltas as they come, tool-call deltas by index.
-
-    Servers stream one token per delta, so more than `limit` (the request's
-    max_tokens) non-empty deltas means the server ignores the limit: reading
-    stops there and the answer is cut off, as if the server had kept it.
-    """
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    finish: str | None = None
-    done = False
-    events = 0
-    pieces = 0
-    for line in lines:
-        if not line.startswith("data:"):
-            continue  # comments, event names, keep-alives
-        events += 1
-        data = line[5:].strip()
-        if data == "[DONE]":
-            done = True
-            break
-        try:
-            choices = json.loads(data).get("choices") or []
-        except (ValueError, AttributeError):
-            raise ModelUnavailable(f"The model server at {base_url} streamed something that is not JSON.") from None
-        for choice in choices:
-            delta = choice.get("delta") or {}
-            piece = delta.get("content")
-            piece = piece if isinstance(piece, str) else ""
-            parts = delta.get("tool_calls") or []
-            pieces += bool(piece) + sum(map(_carries_arguments, parts))
-            if pieces > limit:
-                finish, done = "length", True
-                break
-            if piece:
-                content.append(piece)
-                if on_text is not None:
-                    on_text(piece)
-            for part in parts:
-                _merge_tool_delta(calls, part)
-            if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
-        if done:
-            break
-    if not events:
-        # A 200 with no event at all: llama-cpp-python's chatml-function-calling does this when it picks a
-        # tool on automatic choice (most often after a tool result). Nothing reached the person, so the
-        # caller asks plainly.
-        raise _EmptyStream
-    if not done and finish is None:
-        raise ModelUnavailable(f"The model server at {base_url} stopped streaming before the answer was complete.")
-    try:
-        tool_calls = tuple(
-            _tool_call(c.get("id"), i, c.get("name"), "".join(c["arguments"])) for i, c in sorted(calls.items())
-        )
-    except TypeError:
-        raise ModelUnavailable(f"The model server at {base_url} streamed a tool call without a name.") from None
-    return ModelReply("".join(content) if content else None, tool_calls, finish)
-
-
-def _carries_arguments(part: Any) -> bool:
-    return isinstance(part, dict) and bool((part.get("function") or {}).get("arguments"))
-
-
-def _merge_tool_delta(calls: dict[int, dict[str, Any]], part: dict[str, Any]) -> None:
-    index = part.get("index", len(calls))
-    call = calls.setdefault(index, {"id": None, "name": None, "arguments": []})
-    if part.get("id"):
-        call["id"] = part["id"]
-    function = part.get("function") or {}
-    if function.get("name"):
-        call["name"] = function["name"]  # some servers repeat the name in every chunk: never concatenate it
-    if function.get("arguments"):
-        call["arguments"].append(function["arguments"])
-
-
 def _looks_like_html(response: Any) -> bool:
     kind = response.headers.get("content-type", "")
     return "html" in kind or response.content.lstrip()[:1] == b"<"
@@ -343,6 +265,14 @@ def _html_message(base_url: str) -> str:
         f"The model server at {base_url} answered with a web page, not JSON: is this the server's "
         "OpenAI-compatible API (often ending in /v1)?"
     )
+
+
+def _openai_error(response: Any) -> str | None:
+    """The server's own message when it answered in the OpenAI error shape (vLLM, Ollama, llama.cpp)."""
+    try:
+        return error_message(response.json())
+    except ValueError:
+        return None
 
 
 def _server_message(response: Any) -> str:
@@ -363,4 +293,4 @@ def _server_message(response: Any) -> str:
     if said is None:
         said = response.text if payload is None else json.dumps(payload)
     text = " ".join(str(said).split())
-    return text if len(text) <= _SERVER_MESSAGE_CHARS else text[: _SERVER_MESSAGE_CHARS - 1] + "…"
+    return text if len(text) <= SERVER_MESSAGE_CHARS else text[: SERVER_MESSAGE_CHARS - 1] + "…"

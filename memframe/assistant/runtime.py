@@ -15,7 +15,7 @@ from memframe.assistant import memory_tool
 from memframe.assistant.automation import Automation
 from memframe.assistant.document_tools import DocumentTools
 from memframe.assistant.memory_tool import TurnContext
-from memframe.assistant.models import Message, ModelClient, TextCallback
+from memframe.assistant.models import ENDED_EARLY, Message, ModelClient, TextCallback
 from memframe.core.errors import ModelUnavailable
 from memframe.core.recall import attach_to_system_message, render_recall_block
 from memframe.core.turns import CallRecord, OutcomeKind, ToolOutcome, TurnResult
@@ -96,6 +96,7 @@ class Runtime:
                 if not reply.tool_calls:
                     result.answer = reply.content or ""
                     result.cut_off = reply.finish_reason == "length"
+                    result.ended_early = reply.finish_reason == ENDED_EARLY
                     break
                 messages.append(
                     {

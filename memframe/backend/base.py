@@ -64,6 +64,10 @@ class MemoryStore(Protocol):
     def location(self) -> str:
         """Where the versions live, for people: a file path or a URL."""
 
+    @property
+    def assistant_model(self) -> str:
+        """Who answers the Assistant's messages, for people: a model and its server, or the scripted demo."""
+
     def get_file(self, path: str) -> StoredVersion | None:
         """The head version (a tombstone if deleted), or None if never created."""
 
@@ -159,6 +163,10 @@ class Backend(Protocol):
     @property
     def location(self) -> str:
         """Where the memory lives, for people: a file path or a URL."""
+
+    @property
+    def assistant_model(self) -> str:
+        """Who answers the Assistant's messages, for people: a model and its server, or the scripted demo."""
 
     @property
     def save_state(self) -> SaveState:

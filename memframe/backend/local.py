@@ -42,6 +42,13 @@ class LocalStore:
         self._owns_service = owns_service
         self._model = model
 
+    @property
+    def assistant_model(self) -> str:
+        """The model this process was given, or the scripted demo when none is configured anywhere."""
+        from memframe.assistant.models import describe
+
+        return describe(self._model)
+
     @cached_property
     def endpoint(self) -> AssistantEndpoint:
         """The Assistant's runtime, built on first use: commands and the frame that never talk to the

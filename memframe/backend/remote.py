@@ -108,6 +108,11 @@ class RemoteStore:
     def __repr__(self) -> str:  # never shows the token
         return f"<RemoteStore {self.workspace_id} at {self.location}>"
 
+    @property
+    def assistant_model(self) -> str:
+        """The server runs the Assistant with its own model (`memframe serve --model-url`)."""
+        return f"the model of the server at {self.location}"
+
     # --- transport -----------------------------------------------------------------------
 
     def _request(

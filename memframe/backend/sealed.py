@@ -80,6 +80,10 @@ class SealedBackend:
     def location(self) -> str:
         return self.store.location
 
+    @property
+    def assistant_model(self) -> str:
+        return self.store.assistant_model
+
     def __repr__(self) -> str:  # never shows the key
         return f"<{type(self).__name__} {self.workspace_id} at {self.location}>"
 

@@ -62,7 +62,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     parser.set_defaults(settings=chosen)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: list[tuple[str, tuple[object, ...]]] = [
-        ("memory", (common,)),
+        ("memory", (common, chosen)),
         ("keys", (common,)),
         ("assistant", (common, chosen)),
         ("server", (chosen,)),

@@ -32,13 +32,19 @@ def cmd_ai(args: argparse.Namespace) -> int:
 def cmd_chat(args: argparse.Namespace) -> int:
     import secrets
 
+    from memframe.assistant.models import describe
+
     model = model_client(args)
     backend = open_workspace(args, model=model)
     conversation = args.conversation or f"c-{secrets.token_hex(4)}"
+    answers = "the server's model" if args.remote else describe(model)
+    if model is None and not args.remote:
+        print(f"memframe: {answers} answers.", file=sys.stderr)
     try:
         if args.message is not None:
             return _chat_turn(backend, conversation, args.message)
-        out(f"Conversation {conversation} with the Assistant of {backend.workspace_id!r}. Empty line or ctrl-d ends.")
+        out(f"Conversation {conversation} with the Assistant of {backend.workspace_id!r}, answered by {answers}.")
+        out("Empty line or ctrl-d ends.")
         while True:
             try:
                 line = input("you › ")
@@ -67,6 +73,8 @@ def _chat_turn(backend: SealedBackend, conversation: str, message: str) -> int:
     streamed: list[str] = []
 
     def show(piece: str) -> None:
+        if not piece:
+            return  # a tool call is on its way: nothing to print
         if not streamed:
             sys.stdout.write("assistant › ")
         streamed.append(piece)
@@ -94,14 +102,31 @@ def _print_answer(result: TurnResult) -> None:
     if result.failure:
         out("assistant › (no answer: the model call failed; see below)")
     elif not result.answer.strip():
-        out("assistant › (the model gave an empty answer)")
+        out(f"assistant › (no answer: {_why_empty(result)})")
     else:
         out(f"assistant › {result.answer}")
 
 
-def _print_turn(result: TurnResult) -> None:
+def _why_empty(result: TurnResult) -> str:
+    """An empty answer is never shown without its reason."""
     if result.cut_off:
+        return "the model reached the token limit before writing any text; --max-tokens raises it"
+    if result.ended_early:
+        return f"the server ended the answer early, before any text ({INTERRUPTED})"
+    return "the model ended its turn without writing any text"
+
+
+#: Why a model server ends a streamed answer without a finish_reason.
+INTERRUPTED = "a second request to the same model server can interrupt a streamed answer"
+
+
+def _print_turn(result: TurnResult) -> None:
+    if not result.answer.strip():
+        pass  # the answer line said why
+    elif result.cut_off:
         out("  (the answer was cut off at the token limit; --max-tokens raises it)")
+    elif result.ended_early:
+        out(f"  (the server ended the answer early: it may be incomplete; {INTERRUPTED})")
     for call in result.calls:
         out(f"  {receipt_line(call.status, call.revision, call.call_index + 1)}")  # calls count from 1
     for outcome in result.outcomes:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memframe.cli import history as patches
-from memframe.cli.options import add_command, open_workspace, positive, version
+from memframe.cli.options import add_command, add_model_options, model_client, open_workspace, positive, version
 from memframe.cli.output import out, size_line, when
+
+if TYPE_CHECKING:
+    from memframe.settings import Settings
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -192,8 +195,9 @@ def cmd_frame(args: argparse.Namespace) -> int:
 
     check_settings(args.settings)  # before anything is opened or created
 
+    model = model_client(args)  # the local Assistant's; None: the scripted demo (or a server's own model)
     try:  # the usual case opens the database once; only a missing local workspace looks twice
-        backend = open_workspace(args)
+        backend = open_workspace(args, model=model)
     except NotFound:
         existing = [] if args.remote else local_workspaces()
         if args.remote or args.workspace in existing:
@@ -202,8 +206,12 @@ def cmd_frame(args: argparse.Namespace) -> int:
             return 1
         init_local_workspace(args.workspace)
         print(f"Created local workspace {args.workspace!r}.", file=sys.stderr)
-        backend = open_workspace(args)
-    return run_frame(backend, poll_seconds=args.poll)
+        backend = open_workspace(args, model=model)
+    try:
+        return run_frame(backend, poll_seconds=args.poll)
+    finally:
+        if model is not None:  # an HTTP model client holds a connection pool
+            model.close()
 
 
 def _may_create(args: argparse.Namespace, existing: list[str]) -> bool:
@@ -242,9 +250,10 @@ def _poll_seconds(value: str) -> float:
     return number
 
 
-def register(sub: Any, common: argparse.ArgumentParser) -> None:
+def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> None:
     """Add the frame and the memory commands to the memframe command."""
     p = add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
+    add_model_options(p, settings, purpose="the frame's Assistant's")
     p.add_argument(
         "--poll",
         type=_poll_seconds,

@@ -86,13 +86,25 @@ def add_model_options(parser: argparse.ArgumentParser, settings: Settings, *, pu
         "(for chat formats that drop system messages, e.g. llama-cpp-python's gemma)",
     )
     parser.add_argument(
+        "--temperature",
+        type=temperature,
+        default=settings.model_temperature,
+        metavar="T",
+        help="sampling temperature, 0 or more; 0 picks the likeliest words, which small models need for tool "
+        "calls (default: [model] temperature, else the model server's own)",
+    )
+    parser.add_argument(
         "--no-stream", action="store_true", help="ask for the whole answer at once instead of streaming"
     )
 
 
 def model_client(args: argparse.Namespace) -> ModelClient | None:
-    """The model --model-url names (None: the built-in scripted model); its key is $MEMFRAME_MODEL_KEY."""
-    if not args.model_url:
+    """The model --model-url names (None: the built-in scripted model); its key is $MEMFRAME_MODEL_KEY.
+
+    The settings file's [model] is the local Assistant's: with --remote the server answers with its own
+    model, so only a --model-url given on the command line is taken (and refused by `open_workspace`).
+    """
+    if not args.model_url or (getattr(args, "remote", None) and args.model_url == args.settings.model_url):
         return None
     from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
 
@@ -106,6 +118,7 @@ def model_client(args: argparse.Namespace) -> ModelClient | None:
             timeout=args.model_timeout,
             system_as_user=args.system_as_user,
             stream=not args.no_stream,
+            temperature=args.temperature,
         )
     )
 
@@ -142,6 +155,17 @@ def positive(value: str) -> int:
     number = version(value)
     if number < 1:
         raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def temperature(value: str) -> float:
+    """A sampling temperature: a number, 0 or more."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not number >= 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
     return number
 
 

@@ -128,6 +128,9 @@ class TurnResult:
     outcomes: list[ToolOutcome] = field(default_factory=list)
     #: The model stopped at its token limit (finish_reason "length"): the answer is incomplete.
     cut_off: bool = False
+    #: The server ended the streamed answer without a finish_reason (another request interrupted it): it may
+    #: be incomplete.
+    ended_early: bool = False
     #: Why the turn ended without an answer after its tools had done something (the outcomes say what).
     failure: str | None = None
 

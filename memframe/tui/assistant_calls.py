@@ -8,6 +8,7 @@ and previewed here too, so diffing a long memory stays off the UI thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -32,13 +33,17 @@ class SendOutcome:
     error: MemframeError | None = None
 
 
-def send(backend: Backend, conversation_id: str, text: str) -> SendOutcome:
+def send(
+    backend: Backend, conversation_id: str, text: str, *, on_text: Callable[[str], None] | None = None
+) -> SendOutcome:
     """Send, then read the receipt the server recorded for this answer's admission.
 
-    The receipts route is the contract's record of which revision each call
-    used; if it cannot be read, the turn's own call records say the same.
+    `on_text` receives the answer as it streams in (a local model; a server's answer comes whole),
+    and may raise to stop the turn (see `ModelClient.complete`). The receipts route is the
+    contract's record of which revision each call used; if it cannot be read, the turn's own
+    call records say the same.
     """
-    result, error = attempt(lambda: backend.send(conversation_id, text))
+    result, error = attempt(lambda: backend.send(conversation_id, text, on_text=on_text))
     if result is None:
         return SendOutcome(None, [], error)
     receipts = attempt(lambda: backend.receipts(conversation_id))[0] or []

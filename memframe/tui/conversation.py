@@ -10,6 +10,7 @@ ever shown as "Remembered"; a proposal says it waits for review.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ from memframe.core.types import RecallStatus
 from memframe.tui.keynames import key_label
 
 MEMORY_TOOL = "remember_in_memory"
+#: Why a turn the person stopped ended (the turn's failure, beside what its tools did before).
+STOPPED = "you stopped the answer; nothing further was written."
 
 
 @dataclass
@@ -33,6 +36,12 @@ class Exchange:
     #: The receipt: one record per model call of the turn, in call order.
     calls: list[CallRecord] = field(default_factory=list)
     error: MemframeError | None = None
+    #: The answer's text as it streams in, until the turn is finished.
+    partial: str = ""
+    #: When the message was sent (`time.monotonic()`), for the waiting line.
+    sent_at: float = field(default_factory=time.monotonic)
+    #: The person stopped this answer: nothing that arrives afterwards is shown as its answer.
+    stopped: bool = False
 
     @property
     def pending(self) -> bool:
@@ -111,12 +120,22 @@ def render_exchange(exchange: Exchange, key: Callable[[str], str] = key_label) -
     """The question, the answer, then its receipt line(s) and tool outcomes."""
     out = Text.assemble(("you › ", "bold cyan"), exchange.question, "\n")
     if exchange.pending:
-        out.append("assistant › sending… (a Save in flight is waited for, up to 5 s)", style="dim italic")
+        return out.append_text(_waiting(exchange, key))
+    if exchange.result is None and exchange.stopped:
+        out.append("■ Stopped: no answer, and nothing further was written.", style="yellow")
         return out
     if exchange.result is None:
         out.append(f"✗ Not sent: {exchange.error}", style="red")
         return out
-    out.append_text(Text.assemble(("assistant › ", "bold green"), exchange.result.answer))
+    result = exchange.result
+    if result.answer.strip():
+        out.append_text(Text.assemble(("assistant › ", "bold green"), result.answer))
+        if result.cut_off or result.ended_early:
+            out.append_text(Text.assemble("\n  ", (f"({incomplete(result)}: it may be incomplete)", "yellow")))
+        if exchange.stopped and not result.failure:  # a server's turn runs there: it cannot be stopped from here
+            out.append_text(Text.assemble("\n  ", ("(you pressed stop, but the server's turn ran to its end)", "dim")))
+    else:
+        out.append_text(Text.assemble(("assistant › ", "bold green"), (f"(no answer: {why_empty(result)})", "yellow")))
     several = len(exchange.calls) > 1
     for call in exchange.calls:
         label = f"receipt (call {call.call_index + 1}): " if several else "receipt: "
@@ -126,6 +145,38 @@ def render_exchange(exchange: Exchange, key: Callable[[str], str] = key_label) -
         words, style = outcome_line(outcome, key)
         out.append_text(Text.assemble("\n  ", (words, style)))
     return out
+
+
+def incomplete(result: TurnResult) -> str:
+    """Why an answer stopped before the model finished it (cut off, or ended early by the server)."""
+    if result.cut_off:
+        return "cut off at the token limit (--max-tokens)"
+    return "the server ended the answer early; another request to the same model server can interrupt it"
+
+
+def why_empty(result: TurnResult) -> str:
+    """An empty answer is never shown without its reason."""
+    if result.failure:
+        return f"the turn ended after its tools ran: {result.failure}"
+    if result.cut_off or result.ended_early:
+        return f"{incomplete(result)}, before any text"
+    return "the model ended its turn without writing any text"
+
+
+def _waiting(exchange: Exchange, key: Callable[[str], str]) -> Text:
+    """What a send still in flight shows: the text so far, or that it waits, for how long, and how to stop."""
+    waited = f"{int(time.monotonic() - exchange.sent_at)} s"
+    if exchange.stopped:
+        return Text("assistant › stopping… nothing further is written", style="dim italic")
+    stop = f"{key('assistant.stop')} stops"
+    if exchange.partial:
+        return Text.assemble(
+            ("assistant › ", "bold green"), exchange.partial, (f"\n  (answering · {waited} · {stop})", "dim italic")
+        )
+    return Text(
+        f"assistant › waiting for the model… {waited} (a Save in flight is waited for first, up to 5 s; {stop})",
+        style="dim italic",
+    )
 
 
 def ai_line(

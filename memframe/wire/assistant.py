@@ -87,6 +87,7 @@ class TurnOut(WireOut):
     calls: list[CallRecordOut]
     outcomes: list[ToolOutcomeOut]
     cut_off: bool = False
+    ended_early: bool = False
     failure: str | None = None
 
     def result(self) -> TurnResult:

@@ -16,7 +16,12 @@ llama_cpp/llama_types.py) and chat formats (llama_cpp/llama_chat_format.py):
   with that message, `auto_stream_refusal=True`);
 - on automatic tool choice it generates without max_tokens (until its stop
   word or a full context); this fake never honours max_tokens at all, and a
-  stream goes on until the client hangs up (`hung_up` counts those streams).
+  stream goes on until the client hangs up (`hung_up` counts those streams);
+- with `interrupt_requests` (its default) a second request ends a stream early:
+  `data: [DONE]` with no finish_reason (`EndedEarly`);
+- a server may refuse to stream at all (`refuses_streaming=True`: a 400 saying
+  so) and answers an unknown model with a 404 in OpenAI's error shape
+  (`known_models`), as vLLM and Ollama do.
 
 Replies are scripted; each request is recorded exactly as received.
 """
@@ -60,7 +65,16 @@ class CutStream:
     pieces: list[str] = field(default_factory=list)
 
 
-Reply = Text | Call | Raw | CutStream
+@dataclass
+class EndedEarly:
+    """Streams these content pieces (and a tool call's first arguments, if any), then `data: [DONE]` with no
+    finish_reason: how llama-cpp-python ends a stream another request interrupted."""
+
+    pieces: list[str] = field(default_factory=list)
+    call: Call | None = None
+
+
+Reply = Text | Call | Raw | CutStream | EndedEarly
 
 
 def refusal(request: dict[str, Any]) -> str | None:
@@ -94,12 +108,21 @@ def refusal(request: dict[str, Any]) -> str | None:
 class StrictChatServer:
     """POST /v1/chat/completions on loopback, strict as llama-cpp-python; records every request."""
 
-    def __init__(self, *, streams: bool = True, auto_stream_refusal: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        streams: bool = True,
+        auto_stream_refusal: bool = False,
+        refuses_streaming: bool = False,
+        known_models: set[str] | None = None,
+    ) -> None:
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.refusals: list[str] = []
         self.streams = streams  # False: a server that answers plain JSON even when asked to stream
         self.auto_stream_refusal = auto_stream_refusal
+        self.refuses_streaming = refuses_streaming
+        self.known_models = known_models  # None: any model name is served
         self.delay = 0.0
         self.delay_per_chunk = 0.0
         self.hung_up = 0
@@ -120,6 +143,12 @@ class StrictChatServer:
                     fake.refusals.append(why)
                     error = {"error": {"message": why, "type": "internal_server_error", "param": None, "code": None}}
                     return self._send(500, json.dumps(error).encode())
+                if fake.known_models is not None and body.get("model") not in fake.known_models:
+                    error = {"error": {"message": f"model '{body.get('model')}' not found", "type": "not_found"}}
+                    return self._send(404, json.dumps(error).encode())
+                if fake.refuses_streaming and body.get("stream"):
+                    error = {"error": {"message": "streaming is not supported by this server", "code": 400}}
+                    return self._send(400, json.dumps(error).encode())
                 reply = fake.replies.pop(0) if fake.replies else Text("ok")
                 if isinstance(reply, Raw):
                     return self._send(reply.status, reply.body, reply.content_type)
@@ -128,7 +157,7 @@ class StrictChatServer:
                         return self._send(200, b"", "text/event-stream")
                     error = {"error": {"message": "Automatic streaming tool choice is not supported"}}
                     return self._send(500, json.dumps(error).encode())
-                if (body.get("stream") and fake.streams) or isinstance(reply, CutStream):
+                if (body.get("stream") and fake.streams) or isinstance(reply, (CutStream, EndedEarly)):
                     return self._stream(reply)
                 return self._send(200, json.dumps(_completion(reply)).encode())
 
@@ -151,7 +180,7 @@ class StrictChatServer:
                         self.wfile.flush()
                         threading.Event().wait(fake.delay_per_chunk)
                     if not isinstance(reply, CutStream):
-                        self.wfile.write(b"data: [DONE]\r\n\r\n")
+                        self.wfile.write(b"data: [DONE]\r\n\r\n")  # EndedEarly: with no finish_reason before it
                 except (BrokenPipeError, ConnectionResetError):
                     fake.hung_up += 1  # the client closed the stream: a real server stops generating here
 
@@ -185,8 +214,14 @@ def _choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 
 def _chunks(reply: Reply) -> list[dict[str, Any]]:
     out = [_choice({"role": "assistant"})]
-    if isinstance(reply, CutStream):
-        return out + [_choice({"content": piece}) for piece in reply.pieces]
+    if isinstance(reply, (CutStream, EndedEarly)):
+        out += [_choice({"content": piece}) for piece in reply.pieces]
+        if isinstance(reply, EndedEarly) and reply.call is not None:
+            half = reply.call.arguments[: len(reply.call.arguments) // 2]
+            function = {"name": reply.call.name, "arguments": half}
+            part = {"index": 0, "id": "call_0", "type": "function", "function": function}
+            out.append(_choice({"tool_calls": [part]}))
+        return out
     if isinstance(reply, Call):
         # As llama-cpp-python streams a forced tool: id and name repeated in every chunk.
         pieces = [reply.arguments[i : i + 5] for i in range(0, len(reply.arguments), 5)] or [""]

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from memframe.assistant.models import ENDED_EARLY
 from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel, fold_system_into_user
-from memframe.cli import EXIT_ERROR, main
 from memframe.core.errors import ModelUnavailable
-from tests.assistant.strict_openai import Call, CutStream, Raw, StrictChatServer, Text, refusal
+from tests.assistant.strict_openai import Call, CutStream, EndedEarly, Raw, StrictChatServer, Text, refusal
 
 REMEMBER = json.dumps({"edits": [{"op": "add", "line": "- likes jam"}]})
 USER = [{"role": "user", "content": "hi"}]
@@ -28,28 +28,6 @@ def fake() -> Iterator[StrictChatServer]:
 
 def client(fake: StrictChatServer, **options: Any) -> OpenAIChatModel:
     return OpenAIChatModel(ModelOptions(options.pop("url", fake.url), options.pop("name", "m"), **options))
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def ready(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    assert run(capsys, "init")[0] == 0
-    (tmp_path / "m.md").write_text("# Prefs\n- tea\n")
-    assert run(capsys, "save", str(tmp_path / "m.md"), "--base", "0")[0] == 0
-    assert run(capsys, "ai", "on")[0] == 0
-
-
-def chat(capsys: pytest.CaptureFixture[str], fake: StrictChatServer, message: str, *extra: str) -> tuple[int, str, str]:
-    return run(capsys, "chat", "-m", message, "-c", "c1", "--model-url", fake.url, "--model", "m", *extra)
-
-
-def memory(capsys: pytest.CaptureFixture[str]) -> str:
-    return run(capsys, "show", "--text-only")[1]
 
 
 # --- the fake is as strict as the real server -------------------------------------------------------
@@ -168,15 +146,55 @@ def test_a_server_that_refuses_to_stream_a_tool_choice_is_asked_plainly_from_the
     fake.close()
 
 
-def test_a_tool_chosen_on_an_empty_stream_is_asked_again_plainly(fake: StrictChatServer) -> None:
-    """llama-cpp-python 0.3.36 answers a streamed automatic tool choice with a 200 and no event; the same
-    server streams text answers, so only that call is asked again."""
+def test_a_kind_of_call_answered_with_an_empty_stream_is_asked_plainly_from_then_on(fake: StrictChatServer) -> None:
+    """llama-cpp-python 0.3.36 answers a streamed automatic tool choice with a 200 and no event: that call is
+    asked again plainly, and every later call of that kind goes plain at once (never sent twice), while
+    other kinds (a forced tool, no tools) still stream."""
     model = client(fake)
-    fake.replies += [Call("t", "{}"), Call("t", "{}"), Text("Quincy.")]
+    fake.replies += [Call("t", "{}"), Call("t", "{}"), Call("t", "{}"), Text("Quincy."), Text("Tea.")]
     assert model.complete(USER, TOOL).tool_calls[0].name == "t"
     assert [r["stream"] for r in fake.requests] == [True, False]
-    assert model.complete(USER, TOOL).content == "Quincy."
-    assert [r["stream"] for r in fake.requests] == [True, False, True]
+    assert model.complete(USER, TOOL).tool_calls[0].name == "t"
+    assert [r["stream"] for r in fake.requests] == [True, False, False]
+    assert model.complete(USER, TOOL).content == "Quincy."  # same kind: plain, once
+    assert model.complete(USER, []).content == "Tea."  # no tools: another kind, still streamed
+    assert [r["stream"] for r in fake.requests] == [True, False, False, False, True]
+    model.close()
+
+
+def test_a_server_that_refuses_streaming_gets_each_kind_refused_once() -> None:
+    fake = StrictChatServer(refuses_streaming=True)
+    model = client(fake, tool_choice="t")
+    fake.replies += [Text("a"), Text("b"), Call("t", "{}"), Call("t", "{}")]
+    shown: list[str] = []
+    assert model.complete(USER, [], on_text=shown.append).content == "a" and shown == ["a"]
+    assert model.complete(USER, []).content == "b"
+    assert model.complete(USER, TOOL).tool_calls and model.complete(USER, TOOL).tool_calls
+    assert [r["stream"] for r in fake.requests] == [True, False, False, True, False, False]
+    assert [r.get("tool_choice") for r in fake.requests][3:] == [{"type": "function", "function": {"name": "t"}}] * 3
+    model.close()
+    fake.close()
+
+
+# --- honest endings ---------------------------------------------------------------------------------
+
+
+def test_a_stream_ended_without_a_finish_reason_is_marked_ended_early(fake: StrictChatServer) -> None:
+    """llama-cpp-python's interrupt_requests: another request ends this stream with [DONE] and no
+    finish_reason. What came is kept and shown, and the reply says it ended early (not "stop")."""
+    model = client(fake)
+    fake.replies.append(EndedEarly(["Your c", "at is"]))
+    shown: list[str] = []
+    reply = model.complete(USER, [], on_text=shown.append)
+    model.close()
+    assert reply.content == "Your cat is" == "".join(shown) and reply.finish_reason == ENDED_EARLY
+
+
+def test_a_tool_call_in_a_stream_ended_early_is_never_run(fake: StrictChatServer) -> None:
+    model = client(fake, tool_choice="t")
+    fake.replies.append(EndedEarly([], Call("t", REMEMBER)))
+    with pytest.raises(ModelUnavailable, match="ended the answer early, in the middle of a tool call"):
+        model.complete(USER, TOOL)
     model.close()
 
 
@@ -223,6 +241,12 @@ def test_a_stream_within_max_tokens_is_read_whole(fake: StrictChatServer) -> Non
         (Raw(200, b"<!doctype html><html>hi</html>", "text/html"), "a web page, not JSON"),
         (Raw(500, b"<html><body>Internal</body></html>", "text/html"), "a web page, not JSON"),
         (CutStream(["Your c", "at is Qu"]), "stopped streaming before the answer was complete"),
+        (Raw(404, json.dumps({"error": {"message": "model 'x' not found"}}).encode()), "status 404: model 'x' not"),
+        (Raw(401, json.dumps({"error": {"message": "bad key"}}).encode()), r"401: bad key \(.*MEMFRAME_MODEL_KEY"),
+        (
+            Raw(200, b'data: {"error": {"message": "context is full"}}\n\n', "text/event-stream"),
+            "stopped the answer with an error: context is full",
+        ),
     ],
 )
 def test_bad_answers_are_one_clear_line(fake: StrictChatServer, reply: Any, words: str) -> None:
@@ -232,6 +256,17 @@ def test_bad_answers_are_one_clear_line(fake: StrictChatServer, reply: Any, word
         model.complete(USER, [])
     model.close()
     assert "\n" not in str(caught.value)
+
+
+def test_an_unknown_model_is_named_in_the_servers_own_words() -> None:
+    """vLLM and Ollama answer an unknown model with a 404 in OpenAI's error shape: that message is the line."""
+    fake = StrictChatServer(known_models={"gemma"})
+    model = client(fake, name="x")
+    with pytest.raises(ModelUnavailable) as caught:
+        model.complete(USER, [])
+    model.close()
+    fake.close()
+    assert "status 404: model 'x' not found" in str(caught.value) and "/chat/completions" not in str(caught.value)
 
 
 def test_a_url_without_v1_says_so(fake: StrictChatServer) -> None:
@@ -268,134 +303,37 @@ def test_tool_arguments_that_cannot_be_read_are_marked(fake: StrictChatServer, r
     assert call.malformed is not None and why in call.malformed and call.raw_arguments == raw
 
 
-# --- whole turns through `memframe chat` ------------------------------------------------------------
+def test_tool_arguments_are_read_as_leniently_as_json_allows(fake: StrictChatServer) -> None:
+    """A control character inside a string (small models write raw tabs and newlines) is taken as written."""
+    raw = '{"edits": [{"op": "add", "line": "- likes\tjam\nand tea"}]}'
+    model = client(fake, stream=False)
+    fake.replies.append(Call("t", raw))
+    (call,) = model.complete(USER, TOOL).tool_calls
+    model.close()
+    assert call.malformed is None and call.arguments == {"edits": [{"op": "add", "line": "- likes\tjam\nand tea"}]}
 
 
-def test_a_whole_turn_through_the_openai_client(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    """memframe chat --model-url: recall reaches the model server's system message; the answer streams."""
-    fake.replies.append(Text("You like tea."))
-    code, out, _ = chat(capsys, fake, "what do I like?")
-    assert code == 0 and "assistant › You like tea.\n" in out
-    system = fake.requests[0]["messages"][0]
-    assert system["role"] == "system" and "[workspace-memory revision=1" in system["content"]
-    assert "- tea" in system["content"]
-    assert "remember_in_memory" in [t["function"]["name"] for t in fake.requests[0]["tools"]]
+def test_temperature_must_be_zero_or_more() -> None:
+    with pytest.raises(ValueError, match="temperature"):
+        ModelOptions("http://127.0.0.1:9/v1", temperature=-0.1)
+    assert ModelOptions("http://127.0.0.1:9/v1", temperature=0).temperature == 0
 
 
-def test_a_forced_capture_commits_and_the_follow_up_call_is_accepted(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    run(capsys, "mode", "auto")
-    fake.replies += [Call("remember_in_memory", REMEMBER), Text("Noted.")]
-    code, out, err = chat(capsys, fake, "I like jam", "--tool-choice", "remember_in_memory")
-    assert code == 0, err
-    assert "Remembered (memory version 2)" in out and "assistant › Noted." in out
-    assert fake.refusals == []
-    first, second = fake.requests
-    assert first["tool_choice"] == {"type": "function", "function": {"name": "remember_in_memory"}}
-    assert second["tool_choice"] == "auto"
-    assistant = second["messages"][-2]
-    assert assistant["role"] == "assistant" and assistant["content"] == ""
-    assert assistant["tool_calls"][0]["function"]["arguments"] == REMEMBER
-    assert memory(capsys) == "# Prefs\n- tea\n- likes jam\n"
+@pytest.mark.parametrize("stream", [True, False])
+def test_on_text_is_asked_before_a_tool_call_is_returned_so_a_caller_can_stop(
+    fake: StrictChatServer, stream: bool
+) -> None:
+    """The frame's stop key raises from on_text: a reply carrying a tool call gets one last on_text("")
+    before it is returned, so a stop pressed while the call was on its way runs no tool."""
+    model = client(fake, tool_choice="t", stream=stream)
+    fake.replies.append(Call("t", "{}"))
+    pieces: list[str] = []
+    assert model.complete(USER, TOOL, on_text=pieces.append).tool_calls and pieces == [""]
 
+    def stopped(piece: str) -> None:
+        raise ModelUnavailable("stopped")
 
-def test_a_capture_is_reported_when_the_follow_up_call_fails(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    run(capsys, "mode", "auto")
-    fake.replies += [
-        Call("remember_in_memory", REMEMBER),
-        Raw(500, json.dumps({"error": {"message": "model 'x' not found"}}).encode()),
-    ]
-    code, out, err = chat(capsys, fake, "I like jam", "--tool-choice", "remember_in_memory")
-    assert code == EXIT_ERROR
-    assert "Remembered (memory version 2)" in out
-    assert "model 'x' not found" in err and "nothing was changed" not in err + out
-    assert memory(capsys) == "# Prefs\n- tea\n- likes jam\n"
-    # The next turn's request is well-formed: no two user messages in a row (the strict fake would refuse).
-    fake.replies.append(Text("Hello again."))
-    code, out, _ = chat(capsys, fake, "hello")
-    assert code == 0 and "Hello again." in out and fake.refusals == []
-    roles = [m["role"] for m in fake.requests[-1]["messages"]]
-    assert roles == ["system", "user", "assistant", "user"]
-
-
-def test_a_failed_turn_is_one_line_and_leaves_the_conversation_well_formed(
-    fake: StrictChatServer, capsys, ready
-) -> None:  # type: ignore[no-untyped-def]
-    fake.replies.append(Raw(500, json.dumps({"error": {"message": "out of memory"}}).encode()))
-    code, _, err = chat(capsys, fake, "hi")
-    assert code == EXIT_ERROR and "out of memory" in err and len(err.strip().splitlines()) == 1
-    fake.replies.append(Text("ok"))
-    assert chat(capsys, fake, "hi again")[0] == 0 and fake.refusals == []
-
-
-def test_a_stream_that_stops_mid_token_writes_nothing(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    run(capsys, "mode", "auto")
-    fake.replies.append(CutStream(["I will remem"]))
-    code, out, err = chat(capsys, fake, "remember jam")
-    assert code == EXIT_ERROR and "stopped streaming" in err
-    assert "I will remem" in out  # what was shown is what came; nothing more is claimed
-    assert memory(capsys) == "# Prefs\n- tea\n"
-    fake.replies.append(Text("ok"))
-    assert chat(capsys, fake, "again")[0] == 0 and fake.refusals == []
-
-
-def test_cut_off_and_empty_answers_say_so(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    fake.replies.append(Text("The answer is", finish_reason="length"))
-    out = chat(capsys, fake, "long?", "--max-tokens", "5")[1]  # the fake streams three characters a piece
-    assert "The answer is" in out and "cut off at the token limit" in out
-    assert fake.requests[-1]["max_tokens"] == 5
-    fake.replies.append(Text(""))
-    out = chat(capsys, fake, "empty?", "--no-stream")[1]
-    assert "assistant › (the model gave an empty answer)" in out
-
-
-def test_off_sends_no_memory_and_no_memory_tool(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    run(capsys, "mode", "off")
-    assert chat(capsys, fake, "what do I like?")[0] == 0
-    sent = fake.requests[0]
-    names = [t["function"]["name"] for t in sent.get("tools") or []]
-    assert "remember_in_memory" not in names
-    assert not any("workspace-memory" in m["content"] or "remember_in_memory" in m["content"] for m in sent["messages"])
-
-
-def test_system_as_user_from_the_cli(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    assert chat(capsys, fake, "what do I like?", "--system-as-user")[0] == 0
-    messages = fake.requests[0]["messages"]
-    assert [m["role"] for m in messages] == ["user"]
-    assert "[workspace-memory revision=1" in messages[0]["content"] and messages[0]["content"].endswith(
-        "what do I like?"
-    )
-
-
-@pytest.mark.parametrize(
-    ("call", "words"),
-    [
-        (Call("remember_in_memory", "{not json"), "Not run: its arguments were not JSON; nothing was done."),
-        (Call("delete_everything", "{}"), "There is no tool called 'delete_everything'"),
-    ],
-)
-def test_bad_tool_calls_do_nothing_and_say_so(fake: StrictChatServer, capsys, ready, call: Call, words: str) -> None:  # type: ignore[no-untyped-def]
-    run(capsys, "mode", "auto")
-    fake.replies += [call, Text("Sorry.")]
-    code, out, _ = chat(capsys, fake, "remember jam", "--no-stream")
-    assert code == 0 and words in out and "Sorry." in out
-    assert memory(capsys) == "# Prefs\n- tea\n"
-    tool = fake.requests[-1]["messages"][-1]
-    assert tool["role"] == "tool" and words in tool["content"] and fake.refusals == []
-
-
-def test_model_flags_are_checked(capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(SystemExit):
-        main(["chat", "-m", "x", "--model-url", "http://127.0.0.1:9/v1", "--max-tokens", "0"])
-    with pytest.raises(SystemExit):
-        main(["chat", "-m", "x", "--model-url", "http://127.0.0.1:9/v1", "--model-timeout", "-1"])
-    capsys.readouterr()
-
-
-def test_an_empty_stream_is_asked_again_plainly(fake: StrictChatServer, capsys, ready) -> None:  # type: ignore[no-untyped-def]
-    """llama-cpp-python's chatml-function-calling answers a streamed call after a tool result with a 200
-    and no event at all: nothing reached the person, so that one call is asked again without streaming."""
-    fake.replies.append(Raw(200, b"", "text/event-stream"))
-    fake.replies.append(Text("Your cat is Quincy."))
-    code, out, _ = chat(capsys, fake, "what is my cat called?")
-    assert code == 0 and "Your cat is Quincy." in out
-    assert [call.get("stream") for call in fake.requests][-2:] == [True, False]
+    fake.replies.append(Call("t", "{}"))
+    with pytest.raises(ModelUnavailable, match="stopped"):
+        model.complete(USER, TOOL, on_text=stopped)
+    model.close()

@@ -97,7 +97,7 @@ def test_withheld_memory_is_an_explicit_note_never_an_older_copy(svc: MemoryServ
 def test_off_and_empty_add_nothing(svc: MemoryService, key: bytes) -> None:
     model = ScriptedModel()
     b = person(svc, key, model)
-    assert b.send("c", "hi").answer == "I was given no memory for this message."
+    assert b.send("c", "hi").answer == "(scripted demo) I was given no memory for this message."
     b.save("something\n", 0)
     b.set_policy(Mode.OFF, 0)
     b.send("c", "hi")

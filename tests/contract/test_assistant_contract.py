@@ -30,7 +30,7 @@ def test_recall_reaches_the_model_and_receipts_come_back(world: World, ready) ->
     assert "- likes tea" in result.answer
     assert [(c.status, c.revision) for c in result.calls] == [(RecallStatus.PROVIDED, 1)]
     ready.set_policy(Mode.OFF, 0)
-    assert ready.send("c", "and now?").answer == "I was given no memory for this message."
+    assert ready.send("c", "and now?").answer == "(scripted demo) I was given no memory for this message."
     receipts = ready.receipts("c")
     assert [(r.status, r.revision) for r in receipts] == [(RecallStatus.PROVIDED, 1), (RecallStatus.OFF, None)]
     assert next(m for _, m in ready.transcript("c")) == "what do you know?"

@@ -9,7 +9,9 @@ AI is switched here, and only here: the mode switcher never does it.
 The screen is installed once per app, so this session's conversation, and a
 send still in flight, survive closing and reopening the pane. Sends run on a
 thread worker (the backend waits up to 5 s for an in-flight Save itself);
-every failure comes back as words in the conversation.
+every failure comes back as words in the conversation. The header names the
+model that answers; an answer streams in as it is written, the wait is shown
+in seconds, and the stop key ends the turn before anything further is written.
 """
 
 from __future__ import annotations
@@ -26,14 +28,21 @@ from textual.screen import Screen
 from textual.widgets import Input, ListItem, ListView, Static
 
 from memframe.backend.base import Backend
+from memframe.core.errors import ModelUnavailable
 from memframe.core.turns import AIConsent, OutcomeKind
 from memframe.core.types import Policy
 from memframe.tui import assistant_calls
-from memframe.tui.conversation import Conversation, Exchange, ai_line, no_revision, render_exchange
+from memframe.tui.conversation import STOPPED, Conversation, Exchange, ai_line, no_revision, render_exchange
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import Answered, StatusRead, Tickets
 from memframe.tui.state import DocumentState
 from memframe.tui.widgets.footer import KeyFooter
+
+#: The header during an unresolved Save conflict: recall withholds memory, so no version is "seen".
+CONFLICT_NOTE = (
+    "\nYour unsaved draft is not memory, and your last Save lost to a newer version: memory is withheld "
+    "from the Assistant (conflict) until you keep one version."
+)
 
 
 class ExchangeItem(ListItem):
@@ -72,6 +81,14 @@ class AssistantScreen(Screen[None]):
     class OpenProposals(Message):
         """Open the Proposals screen."""
 
+    class Streamed(Message):
+        """A piece of `exchange`'s answer arrived from the model (sent from the send's worker thread)."""
+
+        def __init__(self, exchange: Exchange, piece: str) -> None:
+            super().__init__()
+            self.exchange = exchange
+            self.piece = piece
+
     HELP_NAME = "Assistant"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", tooltip="Back to the editor", id="memframe.assistant.back"),
@@ -82,6 +99,8 @@ class AssistantScreen(Screen[None]):
                 id="memframe.assistant.ai"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.assistant.proposals"),
+        Binding("f6", "stop", "Stop", tooltip="Stop the answer being written: nothing further is written, and a "
+                "capture already made is said", id="memframe.assistant.stop"),
         Binding("up", "move(-1)", "Previous answer", show=False, id="memframe.assistant.previous"),
         Binding("down", "move(1)", "Next answer", show=False, id="memframe.assistant.next"),
     ]  # fmt: skip
@@ -91,6 +110,8 @@ class AssistantScreen(Screen[None]):
         self.backend = backend
         self.state = state
         self.conversation = conversation or Conversation.new()
+        #: Who answers, named in the pane's header: the configured model, or the scripted demo.
+        self.answered_by = backend.assistant_model
         self.consent: AIConsent | None = None
         self.policy: Policy | None = None
         self.sending = False
@@ -115,6 +136,7 @@ class AssistantScreen(Screen[None]):
         if not self.conversation.exchanges:
             self._say("Each answer is followed by its receipt: the memory revision it used, or why it was withheld.")
         self.query_one(Input).focus()
+        self._ticker = self.set_interval(1.0, self._tick, pause=True)  # the waiting line's seconds
 
     def on_screen_resume(self) -> None:
         """Each time the pane is shown: the draft marker and the AI switch may have changed meanwhile,
@@ -133,7 +155,10 @@ class AssistantScreen(Screen[None]):
         line = Text.assemble(("Assistant", "bold"), (" · ", "dim"), (state.workspace_id, "bold"))
         if mode is not None:
             line.append_text(Text.assemble((" · ", "dim"), (mode.label, "bold"), f": {mode.explanation}"))
-        if state.dirty:
+        line.append_text(Text.assemble(("\nAnswered by ", "dim"), self.answered_by))
+        if self.backend.save_state.last.kind == "conflict":  # what the next call really gets: no memory at all
+            line.append(CONFLICT_NOTE, style="yellow")
+        elif state.dirty:
             line.append(f"\nYour unsaved draft is not memory: the Assistant sees saved version {state.base_version}.",
                         style="yellow")  # fmt: skip
         self.query_one("#assistant-status", Static).update(line)
@@ -181,22 +206,49 @@ class AssistantScreen(Screen[None]):
         await self.exchanges.append(ExchangeItem(exchange))
         self.exchanges.index = len(self.exchanges) - 1
         self.sending = True
+        self.refresh_bindings()
         self._proposal_waits = False
         self._say("")
+        self._ticker.resume()
         self._send(self.tickets.issue(), exchange, self.conversation.id, text)
 
     @work(thread=True, group="io", exit_on_error=False)
     def _send(self, ticket: int, exchange: Exchange, conversation_id: str, text: str) -> None:
-        self.post_message(Answered(ticket, exchange, assistant_calls.send(self.backend, conversation_id, text)))
+        def on_text(piece: str) -> None:
+            if exchange.stopped:  # raised into the model call: its stream is closed and no tool of it runs
+                raise ModelUnavailable(STOPPED)
+            if piece:
+                self.post_message(self.Streamed(exchange, piece))
 
-    def on_answered(self, message: Answered) -> None:
-        self.sending = False
-        outcome, exchange = message.outcome, message.exchange
-        exchange.finish(outcome.result, outcome.calls, outcome.error)
+        outcome = assistant_calls.send(self.backend, conversation_id, text, on_text=on_text)
+        self.post_message(Answered(ticket, exchange, outcome))
+
+    def on_assistant_screen_streamed(self, message: AssistantScreen.Streamed) -> None:
+        exchange = message.exchange
+        if exchange.pending and not exchange.stopped:
+            exchange.partial += message.piece
+            self._redraw(exchange)
+
+    def _redraw(self, exchange: Exchange) -> None:
         for item in self.exchanges.query(ExchangeItem):
             if item.exchange is exchange:
                 item.redraw()
         self.exchanges.scroll_end(animate=False)
+
+    def _tick(self) -> None:
+        for exchange in self.conversation.exchanges:
+            if exchange.pending:
+                self._redraw(exchange)
+
+    def on_answered(self, message: Answered) -> None:
+        self.sending = False
+        self.refresh_bindings()
+        self._ticker.pause()
+        outcome, exchange = message.outcome, message.exchange
+        exchange.finish(outcome.result, outcome.calls, outcome.error)
+        self._redraw(exchange)
+        if outcome.result is None and exchange.stopped:
+            return  # the person stopped it: the exchange says so, and the message is not offered again
         if outcome.result is None:
             off = self.consent is not None and not self.consent.enabled
             turn_on = f" {key_of(self.app, 'assistant.ai')} turns it on." if off else ""
@@ -248,6 +300,18 @@ class AssistantScreen(Screen[None]):
             return
         self._say(f"Turning workspace AI {'off' if self.consent.enabled else 'on'}…")
         self._switch_ai(self.tickets.issue(), not self.consent.enabled)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The stop key is offered only while an answer is on its way."""
+        return self.sending if action == "stop" else True
+
+    def action_stop(self) -> None:
+        pending = [e for e in self.conversation.exchanges if e.pending and not e.stopped]
+        if not pending:
+            self.notify("No answer is being written.", timeout=3)
+            return
+        pending[-1].stopped = True  # the send's worker sees it at the model's next word, or before any tool
+        self._redraw(pending[-1])
 
     def action_proposals(self) -> None:
         self.post_message(self.OpenProposals())
