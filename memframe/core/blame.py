@@ -31,6 +31,28 @@ class Revision:
 
 
 @dataclass(frozen=True)
+class CaptureOrigin:
+    """Where a capture came from, in ids only: its version, its admission, the person's conversation
+    (as the client names it), and the place of the person's message in that conversation's
+    transcript (`message_seq`, from 1; None if it was not stored)."""
+
+    version: int
+    admission_id: str
+    conversation_id: str
+    message_seq: int | None
+
+
+@dataclass(frozen=True)
+class CaptureMessage:
+    """Why the Assistant wrote a capture: its conversation and admission, and the person's message
+    that led to it, opened on this machine (None when it is not in the transcript)."""
+
+    conversation_id: str
+    admission_id: str
+    message: str | None
+
+
+@dataclass(frozen=True)
 class BlameLine:
     """One line of the blamed text and the revision that introduced it (its `text` is the line)."""
 
