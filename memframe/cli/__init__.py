@@ -90,6 +90,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: list[tuple[str, tuple[object, ...]]] = [
         ("memory", (common,)),
+        ("provenance", (common,)),  # blame, revert, import, export
         ("keys", (common,)),
         ("assistant", (common, current)),
         ("server", (current,)),

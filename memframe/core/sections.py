@@ -66,6 +66,19 @@ def sections(text: str) -> list[Section]:
     return out
 
 
+def _nested(text: str, level: int) -> str:
+    """`text` with its headings moved down so the highest is at `level` (at most 6): an imported
+    file's own headings stay inside the section it is placed under."""
+    lines = text.splitlines(keepends=True)
+    heads = _headings(lines)
+    shift = level - min((lv for _, lv, _ in heads), default=level)
+    if shift <= 0:
+        return text
+    for i, lv, _ in heads:
+        lines[i] = "#" * min(6, lv + shift) + lines[i][lv:]
+    return "".join(lines)
+
+
 def place_under(text: str, addition: str, heading: str | None) -> str:
     """`text` with `addition` appended: at the end of the section titled `heading` (a top-level
     heading is made at the end when none has that title), or at the end when `heading` is None."""
@@ -78,6 +91,7 @@ def place_under(text: str, addition: str, heading: str | None) -> str:
         return "".join(lines) + ("\n" if lines else "") + addition
     heads = _headings(lines)
     top = min((level for _, level, _ in heads), default=1)
+    addition = _nested(addition, top + 1)
     for n, (i, level, title) in enumerate(heads):
         if level == top and title == heading.strip():
             end = next((j for j, lv, _ in heads[n + 1 :] if lv <= top), len(lines))

@@ -34,3 +34,9 @@ def test_place_under_an_existing_heading_or_a_new_one() -> None:
     assert place_under(text, "- x\n", "Imported") == text + "\n# Imported\n\n- x\n"
     assert place_under("", "- x\n", None) == "- x\n"
     assert place_under("a", "- x\n", None) == "a\n\n- x\n"
+
+
+def test_an_imported_files_headings_stay_inside_the_section() -> None:
+    got = place_under("# Work\n- rust\n", "# Claude\n## Style\n- uv\n", "Work")
+    assert got == "# Work\n- rust\n\n## Claude\n### Style\n- uv\n"
+    assert [s.title for s in sections(got)] == ["Work"]
