@@ -8,7 +8,7 @@ texts on the client, oldest to newest, matching lines with difflib as `git blame
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from memframe.core.types import Author, Operation
@@ -72,19 +72,34 @@ def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
     deletion) starts every line afresh; an Undo is attributed to the person who made it, with the
     version it restored from, like any other change. Lines keep their ends ("\\n"), so joining the
     texts gives the newest revision's text back."""
-    lines: list[BlameLine] = []
+    seen: list[Revision] = []
+    texts: list[str] = []  # the lines of the revision last read
+    owners: list[int] = []  # per line, the index in `seen` of the revision that introduced it
     for rev in revisions:
+        me = len(seen)
+        seen.append(rev)
         new = rev.text.splitlines(keepends=True)
-        mine = BlameLine(rev.version, rev.author, rev.who, rev.time, rev.operation, "", rev.restored_from)
-        if rev.operation in (Operation.CLEAR, Operation.DELETE) or not lines:
-            lines = [replace(mine, text=line) for line in new]
+        if rev.operation in (Operation.CLEAR, Operation.DELETE) or not texts:
+            texts, owners = new, [me] * len(new)
             continue
-        old = [line.text for line in lines]
-        kept: list[BlameLine] = []
-        for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-            if tag == "equal":
-                kept.extend(lines[i1:i2])
-            else:
-                kept.extend(replace(mine, text=line) for line in new[j1:j2])
-        lines = kept
-    return lines
+        # Most changes touch one place: the lines before and after it are matched without difflib.
+        most = min(len(texts), len(new))
+        head = 0
+        while head < most and texts[head] == new[head]:
+            head += 1
+        tail = 0
+        while tail < most - head and texts[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        old_mid, new_mid = texts[head : len(texts) - tail], new[head : len(new) - tail]
+        mid: list[int] = []
+        if old_mid and new_mid and (len(old_mid) > 1 or len(new_mid) > 1):
+            for tag, i1, i2, j1, j2 in SequenceMatcher(None, old_mid, new_mid, autojunk=False).get_opcodes():
+                mid.extend(owners[head + i1 : head + i2] if tag == "equal" else [me] * (j2 - j1))
+        else:  # a pure insertion, deletion or one line replaced
+            mid = [me] * len(new_mid)
+        owners = owners[:head] + mid + owners[len(owners) - tail :]
+        texts = new
+    return [
+        BlameLine(r.version, r.author, r.who, r.time, r.operation, text, r.restored_from)
+        for text, r in zip(texts, (seen[i] for i in owners), strict=True)
+    ]
