@@ -7,7 +7,8 @@ the server), and a plain `history -p` on a local workspace takes a short path
 before argparse (`memframe.cli.history`).
 
 One module per command group: `memory` (init, show, save, history, diff, undo,
-clear, mode, the frame), `provenance` (blame, revert, import, export), `keys`, `assistant` (ai, chat, receipts, proposals),
+clear, mode, the frame), `provenance` (blame, revert, import, export), `keys`,
+`assistant` (ai, chat, receipts, proposals),
 `server` (serve; `serve` for several workers, `listening`), `admin`, `keysessions` and
 `mcp`; `options` holds the options they share and
 `output` the wording they share. Defaults come from `memframe.settings`.

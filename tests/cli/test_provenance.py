@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from memframe import paths
 from memframe.cli import EXIT_CONFLICT, EXIT_ERROR, main
 
 
@@ -101,6 +102,7 @@ def test_export_markdown_and_a_verified_archive(capsys, three, tmp_path) -> None
     assert code == 0 and "3 sealed versions" in out
     data = json.loads(archive.read_text())
     assert data["keyCheck"] and "python" not in archive.read_text()
+    paths.local_database().unlink()  # offline: only the key and the archive
     code, out, _ = run(capsys, "verify", "--archive", str(archive))
     assert code == 0 and "3 versions verified" in out
 
