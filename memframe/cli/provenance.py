@@ -87,7 +87,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
         out(f"  version {version} · conversation {capture.conversation_id} · {when(moment)}")
         said = "(not in the transcript)" if capture.message is None else repr(capture.message)
         out(f"    your message: {said}")
-        out(f"    its receipts: memframe receipts {capture.conversation_id}")
+        out(f"    its receipts: memframe receipts -c {capture.conversation_id}")
     return 0
 
 

@@ -34,9 +34,11 @@ class Reverted:
 def revert(before: str, after: str, current: str) -> Reverted:
     """Undo the change `before` -> `after` (version N-1's text -> version N's) on `current`.
 
-    A three-way merge of (after -> before) onto current: each hunk of the change applies only where
-    the lines it touches and the lines beside it are still as version N left them; any other hunk is
-    a conflict, and then no text is returned at all."""
+    A three-way merge of (after -> before) onto current: what N wrote is taken out only where each
+    of its lines is still there, unchanged and together; what N removed is put back beside a line
+    that was its neighbour then and is still there. Any other hunk is a conflict, and then no text
+    is returned at all. Unlike git, an edit on the next line is not a conflict: a memory is a list
+    of short facts, and one fact edited beside another the revert touches is the usual case."""
     base = after.splitlines(keepends=True)
     theirs = before.splitlines(keepends=True)
     ours = current.splitlines(keepends=True)
@@ -52,33 +54,35 @@ def revert(before: str, after: str, current: str) -> Reverted:
             continue
         place = _place(at, i1, i2, len(base), len(ours))
         if place is None:
-            near = at.get(i1 - 1, -1) + 1 if i1 > 0 else 0
+            start = next((at[k] + 1 for k in range(i1 - 1, -1, -1) if k in at), 0)
+            end = next((at[k] for k in range(i2, len(base)) if k in at), len(ours))
             conflicts.append(
                 Conflict(
-                    line=near + 1,
+                    line=start + 1,
                     removing=tuple(base[i1:i2]),
                     restoring=tuple(theirs[j1:j2]),
-                    current=tuple(ours[near : near + max(1, i2 - i1)]),
+                    current=tuple(ours[start:end]),
                 )
             )
             continue
         edits.append((place, place + (i2 - i1), theirs[j1:j2]))
     if conflicts:
         return Reverted(None, tuple(conflicts))
-    for start, end, lines in reversed(edits):
+    for start, end, lines in sorted(edits, reverse=True):
         ours[start:end] = lines
     return Reverted("".join(ours))
 
 
 def _place(at: dict[int, int], i1: int, i2: int, base_len: int, ours_len: int) -> int | None:
-    """Where version N's lines [i1, i2) stand today, if they and their neighbours are untouched."""
-    start = 0 if i1 == 0 else (at[i1 - 1] + 1 if i1 - 1 in at else None)
-    if start is None:
-        return None
-    for k in range(i1, i2):
-        if at.get(k) != start + (k - i1):
+    """Where version N's lines [i1, i2) stand today (all of them, still together), or for lines to
+    put back (i1 == i2) the place beside a neighbour that is still there; None: a conflict."""
+    if i1 < i2:
+        first = at.get(i1)
+        if first is None or any(at.get(k) != first + (k - i1) for k in range(i1, i2)):
             return None
-    end = start + (i2 - i1)
-    if i2 < base_len:
-        return start if at.get(i2) == end else None
-    return start if end == ours_len else None
+        return first
+    if i1 > 0 and i1 - 1 in at:
+        return at[i1 - 1] + 1
+    if i1 < base_len and i1 in at:
+        return at[i1]
+    return 0 if base_len == 0 and ours_len == 0 else None  # N emptied the memory: back only into an empty one

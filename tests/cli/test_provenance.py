@@ -62,7 +62,12 @@ def test_blame_of_a_capture_shows_the_persons_message(capsys, tmp_path) -> None:
     rows = porcelain(run(capsys, "blame", "--porcelain")[1])
     assert rows[-1][:3] == ["2", "assistant", "c7"] and rows[-1][4] == "- likes jam"
     out = run(capsys, "blame")[1]
-    assert "Assistant c7" in out and "conversation c7" in out and "'remember: - likes jam'" in out
+    assert (
+        "Assistant c7" in out
+        and "conversation c7" in out
+        and "memframe receipts -c c7" in out
+        and "'remember: - likes jam'" in out
+    )
 
 
 def test_revert_one_change_keeps_later_edits(capsys, three) -> None:  # type: ignore[no-untyped-def]

@@ -22,16 +22,20 @@ def test_a_later_edit_of_the_same_lines_is_a_conflict() -> None:
     assert conflict.current == ("- coffee, black\n",) and conflict.line == 1
 
 
-def test_an_edit_beside_the_change_is_a_conflict_too() -> None:
-    assert revert("a\nc\n", "a\nb\nc\n", "a\nb\nB\nc\n").text is None
+def test_an_edit_beside_the_change_is_kept() -> None:
+    assert revert("a\nc\n", "a\nb\nc\n", "a\nb\nB\nc\n").text == "a\nB\nc\n"
+    assert revert("- tea\n", "- tea\n- jam\n", "- green tea\n- jam\n").text == "- green tea\n"
 
 
 def test_reverting_the_first_version_removes_its_lines() -> None:
     assert revert("", "a\nb\n", "a\nb\n").text == ""
 
 
-def test_lines_added_right_beside_the_change_conflict_as_in_git() -> None:
-    assert revert("", "a\n", "a\nc\n").text is None
+def test_lines_put_back_beside_a_neighbour_still_there() -> None:
+    assert revert("", "a\n", "a\nc\n").text == "c\n"
+    assert revert("a\nb\nc\n", "a\nc\n", "a\nc\nd\n").text == "a\nb\nc\nd\n"
+    assert revert("a\nb\nc\n", "a\nc\n", "A\nc\n").text == "A\nb\nc\n"
+    assert revert("a\nb\nc\n", "a\nc\n", "A\nC\n").conflicts
     assert revert("a\nb\nc\n", "a\nB\nc\n", "a\nB\nc\nd\n").text == "a\nb\nc\nd\n"
 
 
@@ -47,9 +51,13 @@ def test_reverting_the_newest_change_gives_the_text_before_it(before: str, after
     assert revert(before, after, after).text == before
 
 
-@given(lines, lines, lines)
-def test_a_clean_revert_then_reapplied_returns_today(before: str, after: str, current: str) -> None:
-    reverted = revert(before, after, current)
-    if reverted.text is not None:
-        again = revert(after, before, reverted.text)
-        assert again.text in (None, current)
+tails = st.lists(st.sampled_from(["x\n", "y\n"]), max_size=4).map("".join)
+
+
+@given(lines, lines, tails)
+def test_lines_written_after_n_below_its_text_are_kept(before: str, after: str, tail: str) -> None:
+    reverted = revert(before, after, after + "SEP\n" + tail)
+    if after:
+        assert reverted.text == before + "SEP\n" + tail
+    else:  # N emptied the memory: its text goes back only into an empty one
+        assert reverted.text is None or before == ""
