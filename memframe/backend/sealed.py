@@ -555,6 +555,7 @@ class SealedBackend:
 
     def capture_messages(self) -> dict[int, CaptureMessage]:
         from memframe.core.blame import CaptureMessage
+        from memframe.core.errors import DecryptionFailed
 
         found: dict[int, CaptureMessage] = {}
         opened: dict[str, list[tuple[str, str]]] = {}
