@@ -17,6 +17,8 @@ from memframe.core.errors import InvalidInput
 from memframe.wire.assistant import (
     AIConsentIn,
     AIConsentOut,
+    CaptureOriginList,
+    CaptureOriginOut,
     KeyCheck,
     KeySessionIn,
     KeySessionOut,
@@ -124,6 +126,13 @@ def transcript(
     return TranscriptOut(
         messages=[SealedMessageOut.model_validate({"role": role, "ciphertext": blob}) for role, blob in rows]
     )
+
+
+@router.get("/api/v1/workspaces/{workspace_id}/memory/capture-origins", responses=error_responses(401, 404, 422))
+def capture_origins(workspace_id: WorkspaceId, user: User, service: Service) -> CaptureOriginList:
+    """Which admission and conversation of yours made each capture: ids and versions, never text."""
+    found = service.assistant.capture_origins(user, workspace_id)
+    return CaptureOriginList(captures=[CaptureOriginOut.model_validate(c) for c in found])
 
 
 @router.get("/api/v1/workspaces/{workspace_id}/memory/proposals", responses=error_responses(401, 404, 422))

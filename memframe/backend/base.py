@@ -34,6 +34,7 @@ from memframe.core.errors import (
 from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, StoredVersion, VersionInfo
 
 if TYPE_CHECKING:  # named in signatures only: the Assistant's records are not loaded before they are used
+    from memframe.core.blame import CaptureMessage, CaptureOrigin
     from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 
 __all__ = [
@@ -142,6 +143,9 @@ class MemoryStore(Protocol):
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
         """A conversation's stored messages, sealed."""
 
+    def capture_origins(self) -> list[CaptureOrigin]:
+        """Which admission and conversation of this person made each capture, in ids only."""
+
     def proposals(self) -> list[ProposalRecord]:
         """Pending proposals, with their edits sealed."""
 
@@ -231,6 +235,10 @@ class Backend(Protocol):
 
     def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
         """A conversation's stored messages, decrypted on this machine."""
+
+    def capture_messages(self) -> dict[int, CaptureMessage]:
+        """Per capture version of this person's conversations: the conversation, and the person's
+        message that led to it, decrypted on this machine from the sealed transcript."""
 
     def proposals(self) -> list[Proposal]:
         """Pending proposals, decrypted on this machine."""

@@ -20,6 +20,7 @@ from memframe.service.accounts import LOCAL_USER
 if TYPE_CHECKING:
     from memframe.assistant.ingress import AssistantEndpoint
     from memframe.assistant.models import ModelClient
+    from memframe.core.blame import CaptureOrigin
     from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 
 
@@ -153,6 +154,9 @@ class LocalStore:
 
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
         return self.service.assistant.transcript(self.user, conversation_id)
+
+    def capture_origins(self) -> list[CaptureOrigin]:
+        return self.service.assistant.capture_origins(self.user, self.workspace_id)
 
     def proposals(self) -> list[ProposalRecord]:
         return self.service.assistant.proposals(self.user, self.workspace_id)

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from memframe import __version__
 from memframe.backend.save_state import SaveState
 from memframe.backend.sealed import SealedBackend
+from memframe.core.blame import CaptureOrigin
 from memframe.core.errors import (
     FileNotFound,
     InvalidInput,
@@ -40,7 +41,15 @@ from memframe.core.errors import (
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
-from memframe.wire.assistant import AIConsentOut, KeySessionOut, ProposalList, ReceiptList, TranscriptOut, TurnOut
+from memframe.wire.assistant import (
+    AIConsentOut,
+    CaptureOriginList,
+    KeySessionOut,
+    ProposalList,
+    ReceiptList,
+    TranscriptOut,
+    TurnOut,
+)
 from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
 
 DEFAULT_TIMEOUT = 10.0
@@ -307,6 +316,10 @@ class RemoteStore:
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
         payload = self._request("GET", self._assistant_url(conversation_id, "transcript"))
         return [(m.role, base64.b64decode(m.ciphertext)) for m in _read(TranscriptOut, payload, self).messages]
+
+    def capture_origins(self) -> list[CaptureOrigin]:
+        payload = self._request("GET", f"{self._prefix}/memory/capture-origins")
+        return [c.to_origin() for c in _read(CaptureOriginList, payload, self).captures]
 
     def proposals(self) -> list[ProposalRecord]:
         payload = self._request("GET", f"{self._prefix}/memory/proposals")

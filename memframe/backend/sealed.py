@@ -46,6 +46,7 @@ from memframe.core.types import (
 )
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
+    from memframe.core.blame import CaptureMessage
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
@@ -383,6 +384,26 @@ class SealedBackend:
         return sealing.open_transcript(
             self._key, self.workspace_id, conversation_id, self.store.transcript(conversation_id)
         )
+
+    def capture_messages(self) -> dict[int, CaptureMessage]:
+        from memframe.core.blame import CaptureMessage
+        from memframe.core.errors import DecryptionFailed
+
+        found: dict[int, CaptureMessage] = {}
+        opened: dict[str, list[tuple[str, str]]] = {}
+        for origin in self.store.capture_origins():
+            message = None
+            if origin.message_seq is not None:
+                if origin.conversation_id not in opened:
+                    try:
+                        opened[origin.conversation_id] = self.transcript(origin.conversation_id)
+                    except (NotFound, DecryptionFailed):  # gone, or sealed with another key: no message
+                        opened[origin.conversation_id] = []
+                rows = opened[origin.conversation_id]
+                if 0 < origin.message_seq <= len(rows):
+                    message = rows[origin.message_seq - 1][1]
+            found[origin.version] = CaptureMessage(origin.conversation_id, origin.admission_id, message)
+        return found
 
     def proposals(self) -> list[Proposal]:
         return [self._open_proposal(record) for record in self.store.proposals()]

@@ -4,7 +4,8 @@ Each command group is imported only when its command is asked for, so the frame
 and `history -p` do not pay at start-up for FastAPI, the MCP SDK or the model clients.
 
 One module per command group: `memory` (init, show, save, history, diff, undo,
-clear, mode, the frame), `keys`, `assistant` (ai, chat, receipts, proposals),
+clear, mode, the frame), `provenance` (blame, revert, import, export), `keys`,
+`assistant` (ai, chat, receipts, proposals),
 `server` (serve; `serve` for several workers, `listening`), `admin`, `keysessions` and
 `mcp`; `options` holds the options they share and
 `output` the wording they share. Defaults come from `memframe.settings`.
@@ -63,6 +64,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     groups: list[tuple[str, tuple[object, ...]]] = [
         ("memory", (common, chosen)),
+        ("provenance", (common,)),  # blame, revert, import, export
         ("keys", (common,)),
         ("assistant", (common, chosen)),
         ("server", (chosen,)),

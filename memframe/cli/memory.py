@@ -77,6 +77,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.text_only:
         sys.stdout.write(doc.text)
         return 0
+    if args.sections:
+        from memframe.cli.provenance import section_table
+
+        section_table(doc)
+        return 0
     out(f"workspace {backend.workspace_id} · {backend.location}")
     state = "never saved" if doc.version == 0 else f"version {doc.version}"
     if doc.deleted:
@@ -178,6 +183,10 @@ def cmd_mode(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.archive:
+        from memframe.cli.provenance import verify_archive
+
+        return verify_archive(args)
     backend = open_workspace(args)
     try:
         checked = backend.verify()
@@ -265,6 +274,7 @@ def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> N
     p.add_argument("--passphrase", action="store_true", help="wrap the key file with a passphrase")
     p = add_command(sub, common, "show", cmd_show, "print the current memory, its version and size")
     p.add_argument("--text-only", action="store_true", help="print only the memory text")
+    p.add_argument("--sections", action="store_true", help="bytes per top-level heading against the recall bound")
     p = add_command(sub, common, "save", cmd_save, "save a file (or - for stdin) as a new revision")
     p.add_argument("file", metavar="FILE|-")
     p.add_argument("--base", type=version, required=True, help="the version you edited (0 = create-only)")
@@ -283,4 +293,5 @@ def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> N
     p = add_command(sub, common, "mode", cmd_mode, "show or change the mode: off, read-only or auto")
     p.add_argument("mode", nargs="?", choices=["off", "read-only", "read_only", "auto"])
     p.add_argument("--expected-revision", type=version, default=None)
-    add_command(sub, common, "verify", cmd_verify, "walk every document's whole history and report the first break")
+    p = add_command(sub, common, "verify", cmd_verify, "walk every document's whole history and report the first break")
+    p.add_argument("--archive", metavar="FILE", default=None, help="check an exported archive offline with the key")

@@ -7,6 +7,8 @@ replayed from stored records.
 from __future__ import annotations
 
 from memframe import sealing
+from memframe.core.blame import CaptureOrigin
+from memframe.service.accounts import require_member
 from memframe.service.admissions import AssistantBase
 
 
@@ -43,6 +45,22 @@ class TranscriptMixin(AssistantBase):
                     (conversation_id,),
                 )
             ]
+
+    def capture_origins(self, user: str, workspace_id: str) -> list[CaptureOrigin]:
+        """The captures this person's own conversations made in the workspace, in ids only: what blame
+        needs to find, in the sealed transcript, the message that led to each. A conversation is its
+        person's alone, so another member's captures are not listed."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            rows = conn.execute(
+                "SELECT a.committed_version, a.id, c.client_id, (SELECT MIN(m.seq) FROM conversation_messages AS m"
+                " WHERE m.conversation_id = a.conversation_id AND m.admission_id = a.id AND m.role = 'user')"
+                " FROM workspace_memory_admissions AS a JOIN conversations AS c ON c.id = a.conversation_id"
+                " WHERE a.workspace_id = ? AND c.user_id = ? AND a.committed_version IS NOT NULL"
+                " ORDER BY a.committed_version",
+                (workspace_id, user),
+            ).fetchall()
+        return [CaptureOrigin(int(r[0]), str(r[1]), str(r[2]), None if r[3] is None else int(r[3])) for r in rows]
 
     def conversation_history(self, workspace_id: str, credential: str) -> list[tuple[str, str]]:
         """The runtime's view of earlier messages in this conversation, opened with the key session."""

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from memframe.core.blame import CaptureOrigin
 from memframe.core.turns import (
     AIConsent,
     CallRecord,
@@ -111,6 +112,20 @@ class ReceiptOut(WireOut):
 
 class ReceiptList(WireOut):
     receipts: list[ReceiptOut]
+
+
+class CaptureOriginOut(WireOut):
+    version: int
+    admission_id: str
+    conversation_id: str
+    message_seq: int | None
+
+    def to_origin(self) -> CaptureOrigin:
+        return self.to_core(CaptureOrigin)
+
+
+class CaptureOriginList(WireOut):
+    captures: list[CaptureOriginOut]
 
 
 class SealedMessageOut(WireOut):

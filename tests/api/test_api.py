@@ -384,6 +384,7 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/v1/agents/assistant/{conversation_id}/memory-receipts"),
     ("get", "/api/v1/agents/assistant/{conversation_id}/transcript"),
     ("get", "/api/v1/workspaces/{workspace_id}/memory/proposals"),
+    ("get", "/api/v1/workspaces/{workspace_id}/memory/capture-origins"),
     ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"),
     # automation, with a turn's delivery credential
     ("get", "/api/v1/automation/workspaces/{workspace_id}/memory"),

@@ -102,6 +102,9 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("get", "/api/v1/workspaces/{workspace_id}/memory/proposals"): Call(
         "GET", lambda w: f"/api/v1/workspaces/{w}/memory/proposals", {}
     ),
+    ("get", "/api/v1/workspaces/{workspace_id}/memory/capture-origins"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/memory/capture-origins", {}
+    ),
     ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"): Call(
         "PUT", lambda w: f"/api/v1/workspaces/{w}/memory/proposals/prop_x", {}, {"status": "dismissed"}
     ),
