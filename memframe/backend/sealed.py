@@ -21,6 +21,7 @@ from memframe.backend.save_state import SaveState
 from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
+    Forbidden,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -423,11 +424,17 @@ class SealedBackend:
         return new
 
     def prove_key(self) -> None:
-        """Check this key against the workspace's key check; the first key holder writes it."""
+        """Check this key against the workspace's key check; the owner writes it when there is none.
+        A member (refused to write it) proves her key by opening the memory, if there is one."""
         mine = crypto.key_check(self._key, self.workspace_id)
         stored = self.store.get_key_check()
         if stored is None:
-            self.store.set_key_check(mine)
+            try:
+                self.store.set_key_check(mine)
+            except Forbidden:
+                doc = self.load()  # a wrong key raises here
+                if doc.version == 0 or doc.deleted:
+                    raise
         elif stored != mine:
             raise WrongKey(f"This key is not the key of workspace {self.workspace_id!r}; nothing was changed.")
 
