@@ -167,7 +167,7 @@ class RemoteStore:
         error = error_from_payload(status, payload)
         if isinstance(error, Unauthorized):
             return Unauthorized(
-                f"{error.message} The server at {self.location} needs a valid token (--token or MEMFRAME_TOKEN)."
+                f"{error.message} The server at {self.location} needs a valid token (--token-file or MEMFRAME_TOKEN)."
             )
         if not ours and isinstance(error, Unavailable):
             return Unavailable(f"The memory server at {self.location} answered with status {status}.")
