@@ -17,6 +17,7 @@ from memframe import settings
 from memframe.cli import EXIT_ERROR, build_parser, main
 
 TOKEN = "mf_" + "t" * 43
+NOT_ONE = "The token file {path} does not hold one token"
 
 
 def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -85,8 +86,8 @@ def _unreadable(tmp_path: Path) -> Path:
         (lambda d: d / "missing", "Cannot read the token file {path}: No such file or directory."),
         (lambda d: d, "Cannot read the token file {path}: Is a directory."),
         (lambda d: (d / "empty").write_text("\n\n") and d / "empty", "The token file {path} is empty"),
-        (lambda d: (d / "two").write_text("mf_a mf_b\n") and d / "two", "The token file {path} does not hold one token"),
-        (lambda d: (d / "bin").write_bytes(b"\xff\xfe") and d / "bin", "The token file {path} does not hold one token"),
+        (lambda d: (d / "two").write_text("mf_a mf_b\n") and d / "two", NOT_ONE),
+        (lambda d: (d / "bin").write_bytes(b"\xff\xfe") and d / "bin", NOT_ONE),
         (_unreadable, "Cannot read the token file {path}: Permission denied."),
     ],
     ids=["missing", "directory", "empty", "two words", "not text", "unreadable"],
