@@ -50,7 +50,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
 
-def _display_url(base_url: str) -> str:
+def display_url(base_url: str) -> str:
     """The base URL as people see it: without a trailing slash or any user:password part."""
     try:
         url = httpx.URL(base_url.strip())
@@ -87,7 +87,7 @@ class RemoteStore:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.workspace_id = check_workspace_id(workspace_id)
-        self.location = _display_url(base_url)
+        self.location = display_url(base_url)
         self.timeout = timeout
         headers = {"Accept": "application/json", "User-Agent": f"memframe/{__version__}"}
         if token:
