@@ -137,3 +137,49 @@ def test_admin_reset_key_check_says_what_it_did_and_what_follows(
     assert "has no key check; nothing was changed" in capsys.readouterr().out
     assert main(["admin", "workspace", "reset-key-check", "nope", "--db", db]) == 1
     assert capsys.readouterr().err == "memframe: There is no workspace 'nope'.\n"
+
+
+def test_over_http_a_members_init_is_refused_and_her_imported_key_is_proven(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole story through `memframe` against a served workspace: bob cannot squat the check
+    before alice's init; alice's init sets it; bob imports alice's key, proven against it."""
+    from memframe.cli import main
+    from tests.remote_kinds import loopback_server
+
+    service = MemoryService(tmp_path / "team.db")
+    server = loopback_server()
+    url = server.mount(create_app(service))
+    try:
+        for user in ("alice", "bob"):
+            service.accounts.add_user(user)
+        service.accounts.create_workspace("notes", "alice")
+        service.accounts.add_member("notes", "bob")
+        tokens = {user: tmp_path / f"{user}.token" for user in ("alice", "bob")}
+        for user, path in tokens.items():
+            path.write_text(service.accounts.create_token(user)[1] + "\n", encoding="utf-8")
+        monkeypatch.setenv("MEMFRAME_EXPORT_PASSPHRASE", "a passphrase long enough to pass")
+        common = ["--remote", url, "--workspace", "notes"]
+        capsys.readouterr()
+
+        assert main(["init", *common, "--token-file", str(tokens["bob"])]) == 1
+        err = capsys.readouterr().err
+        assert (
+            err.startswith("memframe: Only the owner of workspace 'notes' sets its key check") and err.count("\n") == 1
+        )
+        assert service.get_key_check("alice", "notes") is None
+
+        assert main(["init", *common, "--token-file", str(tokens["alice"])]) == 0
+        assert service.get_key_check("alice", "notes") is not None
+        exported = tmp_path / "notes.mfkey"
+        assert main(["key", "export", str(exported), *common, "--token-file", str(tokens["alice"])]) == 0
+        from memframe import paths
+
+        paths.key_file("notes", url).unlink()  # bob's machine has no key of its own
+        capsys.readouterr()
+        assert main(["key", "import", str(exported), *common, "--token-file", str(tokens["bob"])]) == 0, (
+            capsys.readouterr().err
+        )
+    finally:
+        server.unmount(url)
+        service.close()
