@@ -117,8 +117,8 @@ def cmd_workspace_reset_key_check(args: argparse.Namespace) -> int:
     else:
         print(f"Workspace {args.workspace!r} has no key check; nothing was changed.")
     print(
-        "The owner's next 'memframe init' or key session (e.g. 'memframe chat') sets it anew from her key; "
-        "until then a member's key is proven only by the memory, if it has one."
+        "The owner's next key session (e.g. 'memframe chat') sets it anew from her key, or her 'memframe init' "
+        "if she has none; until then a member's key is proven only by the memory, if it has one."
     )
     return 0
 
