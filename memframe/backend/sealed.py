@@ -21,7 +21,6 @@ from memframe.backend.save_state import SaveState
 from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
-    Forbidden,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -424,19 +423,25 @@ class SealedBackend:
         return new
 
     def prove_key(self) -> None:
-        """Check this key against the workspace's key check; the owner writes it when there is none.
-        A member (refused to write it) proves her key by opening the memory, if there is one."""
+        """Check this key against the workspace's key check; the first key holder writes it."""
         mine = crypto.key_check(self._key, self.workspace_id)
         stored = self.store.get_key_check()
         if stored is None:
-            try:
-                self.store.set_key_check(mine)
-            except Forbidden:
-                doc = self.load()  # a wrong key raises here
-                if doc.version == 0 or doc.deleted:
-                    raise
+            self._set_key_check(mine)
         elif stored != mine:
             raise WrongKey(f"This key is not the key of workspace {self.workspace_id!r}; nothing was changed.")
+
+    def _set_key_check(self, mine: str) -> None:
+        """Only the workspace's owner writes the key check; a member, refused, proves her key by
+        opening the memory instead, and with no memory she has nothing to prove it against."""
+        from memframe.core.errors import Forbidden
+
+        try:
+            self.store.set_key_check(mine)
+        except Forbidden:
+            doc = self.load()  # a wrong key raises here
+            if doc.version == 0 or doc.deleted:
+                raise
 
     def get_policy(self) -> Policy:
         return self.store.get_policy()

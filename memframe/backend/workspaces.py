@@ -52,10 +52,6 @@ def write_key(
 
 def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None) -> bytes:
     """The workspace key from its key file; a passphrase comes from the env or a prompt."""
-    if remote_url:  # a key an older memframe filed under the URL's spelling moves to the server's folder
-        from memframe.backend.server_address import adopt_spelled_key
-
-        adopt_spelled_key(workspace_id, remote_url)
     source = paths.key_file(workspace_id, remote_url)
     try:
         raw = source.read_bytes()
@@ -174,14 +170,14 @@ def open_backend(
         raise InvalidInput("A server runs the Assistant with its own model: start 'memframe serve --model-url'.")
     if remote_url:
         from memframe.backend.remote import RemoteBackend, display_url
+        from memframe.backend.server_address import adopt_spelled_key, explain_missing_key
         from memframe.core.errors import KeyFileError
 
         display_url(remote_url)  # an address that is not a server URL is refused before any key is looked for
+        adopt_spelled_key(workspace_id, remote_url)  # a key filed under an older spelling moves to the server's
         try:
             key = load_key(workspace_id, remote_url=remote_url, prompt=prompt)
         except KeyFileError as missing:  # reach the server first: a wrong address says so, not "no key"
-            from memframe.backend.server_address import explain_missing_key
-
             raise explain_missing_key(missing, workspace_id, remote_url, token) from None
         return RemoteBackend(remote_url, token, workspace_id, key)
     from memframe.backend.local import LocalBackend
