@@ -62,21 +62,6 @@ def check_workspace_id(workspace_id: str) -> str:
     return workspace_id
 
 
-def key_scope(remote_url: str | None, *, as_spelled: bool = False) -> str:
-    """Keys of a local workspace and of a server's workspace of the same name never mix. A server's
-    folder is named by its identity (`server_identity`), not by how its URL was spelled; `as_spelled`
-    names the folder older memframes made from the spelling itself."""
-    if not remote_url:
-        return "local"
-    import hashlib
-    import re
-
-    url = remote_url if as_spelled else server_identity(remote_url)
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", url.split("://", 1)[-1]).strip("-")[:40]
-    digest = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:8]
-    return f"{slug}-{digest}"
-
-
 #: Names of this machine's loopback interface: one server, however its URL names it.
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -99,6 +84,21 @@ def server_identity(remote_url: str) -> str:
     host = "127.0.0.1" if host in _LOOPBACK else f"[{host}]" if ":" in host else host
     netloc = host if port in (None, {"http": 80, "https": 443}[scheme]) else f"{host}:{port}"
     return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+def key_scope(remote_url: str | None, *, as_spelled: bool = False) -> str:
+    """Keys of a local workspace and of a server's workspace of the same name never mix. A server's
+    folder is named by its identity (`server_identity`), not by how its URL was spelled; `as_spelled`
+    names the folder older memframes made from the spelling itself."""
+    remote_url = remote_url if as_spelled or not remote_url else server_identity(remote_url)
+    if not remote_url:
+        return "local"
+    import hashlib
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", remote_url.split("://", 1)[-1]).strip("-")[:40]
+    digest = hashlib.sha256(remote_url.rstrip("/").encode()).hexdigest()[:8]
+    return f"{slug}-{digest}"
 
 
 def key_file(workspace_id: str, remote_url: str | None = None) -> Path:
