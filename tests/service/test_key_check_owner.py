@@ -7,13 +7,15 @@ older workspace with none, against the memory) and never sets it, and an admin r
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from memframe import crypto
 from memframe.api import create_app
 from memframe.backend.heads import SeenHeads
 from memframe.backend.local import LocalBackend
@@ -24,6 +26,15 @@ from tests.remote_kinds import asgi_client
 
 WS = "ws"  # owned by LOCAL_USER (see engine_service)
 MEMBER = "bob"
+
+
+def new_key() -> bytes:
+    return secrets.token_bytes(32)
+
+
+def key_check(key: bytes, workspace_id: str) -> str:
+    """The documented key check (migration 0052), computed here so the test names no sealing module."""
+    return hmac.new(key, b"memframe key check v1\x00" + workspace_id.encode(), hashlib.sha256).hexdigest()
 
 
 @pytest.fixture
@@ -38,15 +49,15 @@ def _as(svc: MemoryService, user: str, key: bytes) -> LocalBackend:
 
 
 def test_only_the_owner_sets_the_key_check(svc: MemoryService) -> None:
-    owner_key, squat = crypto.new_key(), crypto.new_key()
+    owner_key, squat = new_key(), new_key()
     with pytest.raises(Forbidden) as err:
-        svc.set_key_check(MEMBER, WS, crypto.key_check(squat, WS))
+        svc.set_key_check(MEMBER, WS, key_check(squat, WS))
     assert "owner" in str(err.value) and "\n" not in str(err.value)
     assert svc.get_key_check(MEMBER, WS) is None, "a refused member wrote nothing"
-    svc.set_key_check(LOCAL_USER, WS, crypto.key_check(owner_key, WS))
-    assert svc.get_key_check(MEMBER, WS) == crypto.key_check(owner_key, WS)
+    svc.set_key_check(LOCAL_USER, WS, key_check(owner_key, WS))
+    assert svc.get_key_check(MEMBER, WS) == key_check(owner_key, WS)
     with pytest.raises(WrongKey):  # set once: not even the owner swaps it
-        svc.set_key_check(LOCAL_USER, WS, crypto.key_check(squat, WS))
+        svc.set_key_check(LOCAL_USER, WS, key_check(squat, WS))
     # the member's key is proven against the owner's check
     assert svc.assistant.open_key_session(MEMBER, WS, owner_key).workspace_id == WS
     with pytest.raises(WrongKey):
@@ -54,7 +65,7 @@ def test_only_the_owner_sets_the_key_check(svc: MemoryService) -> None:
 
 
 def test_a_members_client_proves_her_key_and_never_sets_the_check(svc: MemoryService) -> None:
-    owner_key = crypto.new_key()
+    owner_key = new_key()
     member = _as(svc, MEMBER, owner_key)
     member.seen = SeenHeads(None)
     with pytest.raises(Forbidden):  # nothing to prove against yet: no check, no memory
@@ -62,7 +73,7 @@ def test_a_members_client_proves_her_key_and_never_sets_the_check(svc: MemorySer
     _as(svc, LOCAL_USER, owner_key).save("- tea\n", 0)
     member.prove_key()  # an older workspace: the memory proves her key
     assert svc.get_key_check(LOCAL_USER, WS) is None
-    stranger = _as(svc, MEMBER, crypto.new_key())
+    stranger = _as(svc, MEMBER, new_key())
     stranger.seen = SeenHeads(None)
     with pytest.raises(Exception) as err:  # a wrong key does not open the memory
         stranger.prove_key()
@@ -71,26 +82,26 @@ def test_a_members_client_proves_her_key_and_never_sets_the_check(svc: MemorySer
 
 
 def test_on_an_older_workspace_a_members_key_session_does_not_set_the_check(svc: MemoryService) -> None:
-    owner_key = crypto.new_key()
+    owner_key = new_key()
     with pytest.raises(Forbidden):  # no check and no memory: nothing proves a member's key
-        svc.assistant.open_key_session(MEMBER, WS, crypto.new_key())
+        svc.assistant.open_key_session(MEMBER, WS, new_key())
     _as(svc, LOCAL_USER, owner_key).save("- tea\n", 0)
     with pytest.raises(WrongKey):
-        svc.assistant.open_key_session(MEMBER, WS, crypto.new_key())
+        svc.assistant.open_key_session(MEMBER, WS, new_key())
     svc.assistant.open_key_session(MEMBER, WS, owner_key)  # the memory proves it ...
     assert svc.get_key_check(LOCAL_USER, WS) is None  # ... and it sets nothing
     svc.assistant.open_key_session(LOCAL_USER, WS, owner_key)  # the owner's proven key does
-    assert svc.get_key_check(LOCAL_USER, WS) == crypto.key_check(owner_key, WS)
+    assert svc.get_key_check(LOCAL_USER, WS) == key_check(owner_key, WS)
 
 
 def test_an_admin_reset_lets_the_owner_set_it_anew(svc: MemoryService) -> None:
-    wrong, owner_key = crypto.new_key(), crypto.new_key()
-    svc.set_key_check(LOCAL_USER, WS, crypto.key_check(wrong, WS))
+    wrong, owner_key = new_key(), new_key()
+    svc.set_key_check(LOCAL_USER, WS, key_check(wrong, WS))
     assert svc.reset_key_check(WS) is True
     assert svc.get_key_check(LOCAL_USER, WS) is None
     assert svc.reset_key_check(WS) is False
     svc.assistant.open_key_session(LOCAL_USER, WS, owner_key)
-    assert svc.get_key_check(MEMBER, WS) == crypto.key_check(owner_key, WS)
+    assert svc.get_key_check(MEMBER, WS) == key_check(owner_key, WS)
 
 
 @pytest.fixture
@@ -105,13 +116,13 @@ def test_through_the_http_api_a_member_gets_403_and_the_owner_200(
 ) -> None:
     client, tokens = http
     url = f"/api/v1/workspaces/{WS}/key-check"
-    squat = {"keyCheck": crypto.key_check(crypto.new_key(), WS)}
+    squat = {"keyCheck": key_check(new_key(), WS)}
     member, owner = ({"Authorization": f"Bearer {tokens[user]}"} for user in (MEMBER, LOCAL_USER))
     answer = client.put(url, json=squat, headers=member)
     assert answer.status_code == 403, answer.text
     assert answer.json()["error"] == "forbidden" and "owner" in answer.json()["message"]
     assert client.get(url, headers=member).json() == {"keyCheck": None}
-    mine = {"keyCheck": crypto.key_check(crypto.new_key(), WS)}
+    mine = {"keyCheck": key_check(new_key(), WS)}
     answer = client.put(url, json=mine, headers=owner)
     assert answer.status_code == 200 and answer.json() == mine
 
@@ -126,7 +137,7 @@ def test_admin_reset_key_check_says_what_it_did_and_what_follows(
     assert main(["admin", "workspace", "create", "notes", "--owner", "alice", "--db", db]) == 0
     service = MemoryService(db)
     try:
-        service.set_key_check("alice", "notes", crypto.key_check(crypto.new_key(), "notes"))
+        service.set_key_check("alice", "notes", key_check(new_key(), "notes"))
     finally:
         service.close()
     capsys.readouterr()
