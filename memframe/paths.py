@@ -37,8 +37,35 @@ def check_workspace_id(workspace_id: str) -> str:
     return workspace_id
 
 
-def key_scope(remote_url: str | None) -> str:
-    """Keys of a local workspace and of a server's workspace of the same name never mix."""
+#: Names of this machine's loopback interface: one server, however its URL names it.
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def server_identity(remote_url: str) -> str:
+    """A server URL as one spelling: scheme and host in lower case, loopback names as 127.0.0.1, no
+    default port, no user part, query or trailing slash. The usual spelling is its own identity, so
+    its key folder is the one it always had; what is not a URL stays as spelled (and is refused)."""
+    from urllib.parse import urlsplit
+
+    text = remote_url.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return text.rstrip("/")
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in ("http", "https") or not host:
+        return text.rstrip("/")
+    host = "127.0.0.1" if host in _LOOPBACK else f"[{host}]" if ":" in host else host
+    netloc = host if port in (None, {"http": 80, "https": 443}[scheme]) else f"{host}:{port}"
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+def key_scope(remote_url: str | None, *, as_spelled: bool = False) -> str:
+    """Keys of a local workspace and of a server's workspace of the same name never mix. A server's
+    folder is named by its identity (`server_identity`), not by how its URL was spelled; `as_spelled`
+    names the folder older memframes made from the spelling itself."""
+    remote_url = remote_url if as_spelled or not remote_url else server_identity(remote_url)
     if not remote_url:
         return "local"
     slug = re.sub(r"[^A-Za-z0-9]+", "-", remote_url.split("://", 1)[-1]).strip("-")[:40]

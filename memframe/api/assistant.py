@@ -60,9 +60,10 @@ def get_key_check(workspace_id: WorkspaceId, user: User, service: Service) -> Ke
     return KeyCheck(keyCheck=service.get_key_check(user, workspace_id))
 
 
-@router.put("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 404, 422))
+@router.put("/api/v1/workspaces/{workspace_id}/key-check", responses=error_responses(401, 403, 404, 422))
 def set_key_check(workspace_id: WorkspaceId, body: KeyCheck, user: User, service: Service) -> KeyCheck:
-    """Written once by the first key holder; another value later is refused (wrong_key)."""
+    """Written once, by the workspace's owner only (403 for any other member); another value later is
+    refused (wrong_key). An admin resets it with `memframe admin workspace reset-key-check`."""
     if body.keyCheck is None:
         raise InvalidInput("keyCheck is required.")
     return KeyCheck(keyCheck=service.set_key_check(user, workspace_id, body.keyCheck))

@@ -59,7 +59,7 @@ _Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
 
-def _display_url(base_url: str) -> str:
+def display_url(base_url: str) -> str:
     """The base URL as people see it: without a trailing slash or any user:password part."""
     try:
         url = httpx.URL(base_url.strip())
@@ -96,7 +96,7 @@ class RemoteStore:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.workspace_id = check_workspace_id(workspace_id)
-        self.location = _display_url(base_url)
+        self.location = display_url(base_url)
         self.timeout = timeout
         headers = {"Accept": "application/json", "User-Agent": f"memframe/{__version__}"}
         if token:
@@ -181,7 +181,7 @@ class RemoteStore:
         error = error_from_payload(status, payload)
         if isinstance(error, Unauthorized):
             return Unauthorized(
-                f"{error.message} The server at {self.location} needs a valid token (--token or MEMFRAME_TOKEN)."
+                f"{error.message} The server at {self.location} needs a valid token (--token-file or MEMFRAME_TOKEN)."
             )
         if not ours and isinstance(error, Unavailable):
             return Unavailable(f"The memory server at {self.location} answered with status {status}.")

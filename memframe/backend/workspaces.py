@@ -113,9 +113,16 @@ def open_backend(
 
         raise InvalidInput("A server runs the Assistant with its own model: start 'memframe serve --model-url'.")
     if remote_url:
-        from memframe.backend.remote import RemoteBackend
+        from memframe.backend.remote import RemoteBackend, display_url
+        from memframe.backend.server_address import adopt_spelled_key, explain_missing_key
+        from memframe.core.errors import KeyFileError
 
-        key = load_key(workspace_id, remote_url=remote_url, prompt=prompt)
+        display_url(remote_url)  # an address that is not a server URL is refused before any key is looked for
+        adopt_spelled_key(workspace_id, remote_url)  # a key filed under an older spelling moves to the server's
+        try:
+            key = load_key(workspace_id, remote_url=remote_url, prompt=prompt)
+        except KeyFileError as missing:  # reach the server first: a wrong address says so, not "no key"
+            raise explain_missing_key(missing, workspace_id, remote_url, token) from None
         return RemoteBackend(remote_url, token, workspace_id, key)
     from memframe.backend.local import LocalBackend
     from memframe.service import MemoryService

@@ -3,6 +3,7 @@
     memframe admin user add|list …           people
     memframe admin token create|list|revoke  bearer tokens (shown once, stored hashed)
     memframe admin workspace create|list     workspaces (the owner becomes a member)
+    memframe admin workspace reset-key-check  remove a wrong key check; the owner's next init sets it
     memframe admin member add|remove|list    who may reach a workspace
     memframe admin compact -w WORKSPACE      rewrite old whole versions as sealed deltas (needs the key)
 
@@ -106,6 +107,22 @@ def cmd_workspace_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workspace_reset_key_check(args: argparse.Namespace) -> int:
+    """The repair for a key check that is not the owner's key's (set by a member before only owners
+    could): say what was done and what follows, since members cannot prove keys until then."""
+    with open_service(args) as service:
+        removed = service.reset_key_check(args.workspace)
+    if removed:
+        print(f"Removed the key check of workspace {args.workspace!r}; no memory or key was changed.")
+    else:
+        print(f"Workspace {args.workspace!r} has no key check; nothing was changed.")
+    print(
+        "The owner's next key session (e.g. 'memframe chat') sets it anew from her key, or her 'memframe init' "
+        "if she has none; until then a member's key is proven only by the memory, if it has one."
+    )
+    return 0
+
+
 def cmd_member_add(args: argparse.Namespace) -> int:
     with open_service(args) as service:
         service.accounts.add_member(args.workspace, args.user)
@@ -204,6 +221,10 @@ def register(subparsers: Any, settings: Settings) -> None:
     p.add_argument("workspace", metavar="WORKSPACE")
     p.add_argument("--owner", required=True)
     leaf(workspaces, "list", cmd_workspace_list, "list workspaces and their members")
+    help_ = "remove a workspace's key check; the owner's next init or key session sets it anew"
+    leaf(workspaces, "reset-key-check", cmd_workspace_reset_key_check, help_).add_argument(
+        "workspace", metavar="WORKSPACE"
+    )
 
     members = kinds.add_parser("member", help="workspace membership").add_subparsers(
         dest="action", metavar="ACTION", required=True

@@ -39,6 +39,10 @@ def cmd_key(args: argparse.Namespace) -> int:
     from memframe.sealing.keyfiles import load_key, write_key
 
     if args.key_command == "export":
+        if args.remote:
+            from memframe.backend.server_address import adopt_spelled_key
+
+            adopt_spelled_key(args.workspace, args.remote)
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
         passphrase = args.settings.export_passphrase or new_passphrase(EXPORT_VARIABLE)
         keyfiles.check_export_passphrase(passphrase)

@@ -1,6 +1,6 @@
 """`memframe mcp`: the workspace's notes and Assistant as an MCP server over stdio.
 
-    memframe mcp [--workspace W] [--remote URL --token T] [--model-url URL]
+    memframe mcp [--workspace W] [--remote URL --token-file PATH] [--model-url URL]
 
 An MCP client (an editor, a desktop assistant) starts this command and speaks
 JSON-RPC on its stdin/stdout. It gets document tools and `ask_agent`, never the

@@ -26,6 +26,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         from memframe import sealing
         from memframe.backend.workspaces import prove_key
 
+        _no_key_yet(args)  # before the key check is written: a key that is then not kept must not set it
         reached = _remote_probe(args)
         key = sealing.new_key()
         prove_key(key, args.workspace, remote_url=args.remote, token=args.token)  # writes the key check
@@ -36,6 +37,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = init_local_workspace(args.workspace, passphrase=passphrase)
     out(f"Created local workspace {args.workspace!r}; its key is at {path} (mode 0600).")
     return 0
+
+
+def _no_key_yet(args: argparse.Namespace) -> None:
+    from memframe import paths
+    from memframe.core.errors import InvalidInput
+
+    existing = paths.key_file(args.workspace, args.remote)
+    if existing.exists():
+        raise InvalidInput(
+            f"A key for {args.workspace!r} already exists at {existing}; nothing was changed. "
+            "It sets a missing key check on its next key session (e.g. 'memframe chat')."
+        )
 
 
 def _remote_probe(args: argparse.Namespace) -> str:

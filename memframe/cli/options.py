@@ -8,6 +8,7 @@ opens its workspace.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def workspace_options(settings: Settings) -> argparse.ArgumentParser:
-    """A parent parser with --workspace, --remote and --token."""
+    """A parent parser with --workspace, --remote, and --token-file or --token."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--workspace",
@@ -36,8 +37,67 @@ def workspace_options(settings: Settings) -> argparse.ArgumentParser:
         metavar="URL",
         help="a memframe server (default: $MEMFRAME_URL; none = the local embedded workspace)",
     )
-    common.add_argument("--token", default=settings.token, help="bearer token for --remote (default: $MEMFRAME_TOKEN)")
+    token = common.add_mutually_exclusive_group()
+    token.add_argument(
+        "--token-file",
+        action=TokenFile,
+        dest="token",
+        default=argparse.SUPPRESS,  # the token's default is --token's ($MEMFRAME_TOKEN)
+        metavar="PATH",
+        help="read the bearer token for --remote from this file (e.g. one made 0600 with umask 077)",
+    )
+    token.add_argument(
+        "--token",
+        action=TokenOnCommandLine,
+        default=settings.token,
+        help="bearer token for --remote (default: $MEMFRAME_TOKEN); every local user can read it here: "
+        "prefer --token-file or MEMFRAME_TOKEN",
+    )
     return common
+
+
+TOKEN_WARNING = (
+    "memframe: warning: --token shows the token to every local user (a command line is readable by all in "
+    "/proc/PID/cmdline); use --token-file PATH or MEMFRAME_TOKEN instead."
+)
+
+
+class TokenOnCommandLine(argparse.Action):
+    """--token still works for scripts, with one warning on stderr per command line saying why not."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        if not getattr(namespace, "token_warned", False):
+            print(TOKEN_WARNING, file=sys.stderr)
+            namespace.token_warned = True
+        namespace.token = values
+
+
+class TokenFile(argparse.Action):
+    """--token-file PATH: the token from a file, so it never sits in the command line. A file that is
+    missing, unreadable, not text or empty is the usual one-line error (exit 1), not a usage error."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        namespace.token = read_token_file(str(values))
+
+
+def read_token_file(path: str) -> str:
+    """The token in the file at `path`, without surrounding whitespace (a trailing newline is usual)."""
+    from memframe.core.errors import InvalidInput
+
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(4097)  # a token is short: never read a device or a huge file whole
+    except OSError as exc:
+        raise InvalidInput(f"Cannot read the token file {path}: {exc.strerror or exc}.") from None
+    try:
+        token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        token = None
+    if token is None or len(raw) > 4096 or any(c.isspace() for c in token):
+        raise InvalidInput(f"The token file {path} does not hold one token (one line of text).")
+    if not token:
+        raise InvalidInput(f"The token file {path} is empty: put the token from 'memframe admin token create' in it.")
+    return token
 
 
 def add_model_options(parser: argparse.ArgumentParser, settings: Settings, *, purpose: str) -> None:

@@ -21,12 +21,11 @@ from memframe.core.errors import (
     KeySessionServiceDown,
     KeySessionUnavailable,
     NotFound,
-    WrongKey,
 )
 from memframe.core.memory_state import MemoryState
 from memframe.core.turns import AIConsent, KeySessionInfo, RecallResult, Receipt
 from memframe.core.types import MEMORY_PATH, MEMORY_RECALL_MAX_BYTES, Mode, Policy, RecallStatus
-from memframe.service import files
+from memframe.service import files, key_checks
 from memframe.service.accounts import require_member
 from memframe.service.admissions import (
     ADMISSION_COLUMNS,
@@ -73,21 +72,18 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
     # --- key sessions ----------------------------------------------------------------------
 
     def open_key_session(self, user: str, workspace_id: str, key: bytes) -> KeySessionInfo:
-        """Accept a key only if it is proven: it matches the workspace's key check, or (on a
-        workspace that has none yet) it opens the memory, and then it writes the key check
-        (trust on first use, see RELIABILITY.md). A wrong key fails now, memory or not."""
+        """Accept a key only if it is proven against the workspace's key check (see `key_checks.prove`:
+        on an older workspace the memory proves it, and only the owner's key then writes the check).
+        A wrong key fails now, memory or not."""
         if len(key) != sealing.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
-        mine = sealing.key_check(key, workspace_id)
-        with self.db.read() as conn:
-            require_member(conn, user, workspace_id)
-            row = conn.execute(
-                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
-            ).fetchone()
-            head = files.get_current(conn, workspace_id, MEMORY_PATH) if row is None else None
-            opens = True
-            if head is not None and head.ciphertext is not None:  # a delta opens against its run, same snapshot
-                try:
+        with self.db.write() as conn:
+
+            def opens_memory() -> bool | None:
+                head = files.get_current(conn, workspace_id, MEMORY_PATH)
+                if head is None or head.ciphertext is None:
+                    return None
+                try:  # a delta opens against its run, in the same snapshot
                     sealing.open_sealed(
                         key,
                         head.ciphertext,
@@ -98,26 +94,11 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
                         fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH),
                     )
                 except DecryptionFailed:
-                    opens = False
-        if row is not None:
-            import hmac
+                    return False
+                return True
 
-            if not hmac.compare_digest(str(row[0]), mine):
-                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
-        else:
-            if not opens:
-                raise WrongKey("This key does not open the workspace's memory.")
-            with self.db.write() as conn:
-                conn.execute(
-                    "INSERT INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (workspace_id, mine, self.db.clock(), user),
-                )
-                stored = conn.execute(
-                    "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
-                ).fetchone()[0]
-            if stored != mine:  # another key holder proved a different key a moment ago
-                raise WrongKey("This key is not the workspace's key (it does not match its key check).")
+            mine = sealing.key_check(key, workspace_id)
+            key_checks.prove(conn, user, workspace_id, mine, opens_memory, self.db.clock())
         return self.key_sessions.open(workspace_id, user, key)
 
     def revoke_key_session(self, user: str, session_id: str) -> None:

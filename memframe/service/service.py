@@ -31,7 +31,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files
+from memframe.service import files, key_checks
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -188,33 +188,20 @@ class MemoryService:
             return files.replace_ciphertext(conn, workspace_id, path, version, expected_hash, ciphertext)
 
     def get_key_check(self, user: str, workspace_id: str) -> str | None:
-        """The workspace's key check, or None if no key holder has written one yet."""
+        """The workspace's key check, or None if its owner has not written one yet."""
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
-            row = conn.execute(
-                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
-            ).fetchone()
-        return None if row is None else str(row[0])
+            return key_checks.stored(conn, workspace_id)
 
     def set_key_check(self, user: str, workspace_id: str, key_check: str) -> str:
-        """Write the key check once; the same value again is a no-op, another one is refused."""
-        if len(key_check) != 64 or any(c not in "0123456789abcdef" for c in key_check):
-            raise InvalidInput("A key check is 64 lowercase hex digits.")
+        """Only the owner writes the key check, once; the same value again is a no-op (`key_checks`)."""
         with self.db.write() as conn:
-            require_member(conn, user, workspace_id)
-            conn.execute(
-                "INSERT INTO workspace_key_checks (workspace_id, key_check, created_at, created_by)"
-                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (workspace_id, key_check, self.db.clock(), user),
-            )
-            stored = conn.execute(
-                "SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)
-            ).fetchone()[0]
-        if stored != key_check:
-            from memframe.core.errors import WrongKey
+            return key_checks.set_once(conn, user, workspace_id, key_check, self.db.clock())
 
-            raise WrongKey("This workspace already has another key; nothing was changed.")
-        return str(stored)
+    def reset_key_check(self, workspace_id: str) -> bool:
+        """An admin's repair: remove the key check, so the owner's next init or key session sets it anew."""
+        with self.db.write() as conn:
+            return key_checks.reset(conn, workspace_id)
 
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""

@@ -202,7 +202,9 @@ def test_the_cli_works_against_a_served_workspace_then_sigterm_stops_it(
         # what a person sees when something is wrong: one line, no token, no traceback
         code, _, err = run(capsys, "show", "--token", "mf_wrong")
         assert code == EXIT_ERROR and "needs a valid token" in err and "mf_wrong" not in err
-        code, _, err = run(capsys, "init", "--workspace", "notes2", "--token", team["carol"])
+        carol = tmp_path / "carol.token"
+        carol.write_text(team["carol"] + "\n", encoding="utf-8")
+        code, _, err = run(capsys, "init", "--workspace", "notes2", "--token-file", str(carol))
         assert code == EXIT_ERROR and err == "memframe: No such workspace, or you are not a member of it.\n"
         code, _, err = run(capsys, "init", "--workspace", "other", "--remote", server.url + "/oops")
         assert code == EXIT_ERROR and "is the server URL right?" in err
