@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memframe import sealing
 from memframe.backend.base import MemoryStore
-from memframe.backend.compact import Compacted, compact
 from memframe.backend.heads import SeenHeads
 from memframe.backend.save_state import SaveState
-from memframe.backend.verify import verify_chains
 from memframe.core.errors import (
     ChainBroken,
     InvalidInput,
@@ -46,6 +43,7 @@ from memframe.core.types import (
 )
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
+    from memframe.backend.compact import Compacted
     from memframe.core.blame import CaptureMessage
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
@@ -249,10 +247,14 @@ class SealedBackend:
 
     def verify(self) -> list[tuple[str, int]]:
         """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each."""
+        from memframe.backend.verify import verify_chains  # here: only `verify` walks chains
+
         return verify_chains(self.store, self._key, self.seen)
 
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
         """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""
+        from memframe.backend.compact import compact  # here: only `compact` re-seals
+
         return compact(self.store, self._key, self.seen, after_each=after_each)
 
     def prove_key(self) -> None:
@@ -361,6 +363,8 @@ class SealedBackend:
         A session that ends later in a turn is not re-sent (the turn may have written); the next send
         opens a fresh one.
         """
+        import secrets  # here, not at the top: reading commands (`history -p`) never make a key
+
         key = idempotency_key or secrets.token_hex(8)
         session = self.key_session()
         try:

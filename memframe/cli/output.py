@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import sys
 import time
 
@@ -38,4 +37,6 @@ def prompt(question: str) -> str:
     """Ask for a passphrase on the terminal; "" when there is none (scripts set the variable)."""
     if not sys.stdin.isatty():
         return ""
+    import getpass  # here: most commands never prompt, and `history -p` starts without it
+
     return getpass.getpass(question)

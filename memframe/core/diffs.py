@@ -18,7 +18,6 @@ splits only the changed middle and the few lines of context around it.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
@@ -56,6 +55,8 @@ def _middle(a: Sequence[str], b: Sequence[str], offset: int) -> list[Opcode]:
         return [("delete", offset, offset + len_a, offset, offset)]
     if (len_a == 1 and len_b <= 2) or (len_b == 1 and len_a <= 2):
         return [("replace", offset, offset + len_a, offset, offset + len_b)]
+    import difflib  # here: most diffs never get this far, and `history -p` starts without it
+
     matcher = difflib.SequenceMatcher(None, a, b)
     return [(tag, i1 + offset, i2 + offset, j1 + offset, j2 + offset) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
 

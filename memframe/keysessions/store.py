@@ -13,7 +13,6 @@ key-session service (`app.py`) that several workers or hosts share.
 
 from __future__ import annotations
 
-import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,6 +130,8 @@ class KeySessions:
         workspace, their oldest session there is evicted (forgotten, as idle eviction does: no
         revocation row)."""
         now = self._clock()
+        import secrets  # here, not at the top: reading commands (`history -p`) never open a session
+
         session_id = "ks_" + secrets.token_urlsafe(24)
         session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
         with self._lock:

@@ -8,7 +8,6 @@ person can reach; a workspace they are not a member of is simply NotFound.
 from __future__ import annotations
 
 import hashlib
-import secrets
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -104,6 +103,8 @@ class Accounts:
         """
         if expires_in is not None and expires_in <= 0:
             raise InvalidInput("A token's lifetime must be positive.")
+        import secrets  # here, not at the top: reading commands (`history -p`) never make a token
+
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = secrets.token_hex(6)
         with self.db.write() as conn:

@@ -282,7 +282,7 @@ class Database:
         try:
             self.flush()
         except Unavailable:
-            write_soon.log.warning("%d queued record(s) could not be committed before closing", self._soon.queued())
+            write_soon.warn("%d queued record(s) could not be committed before closing", self._soon.queued())
         return True
 
     @contextmanager

@@ -8,14 +8,20 @@ can become durable before its receipt.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from memframe.core.errors import Unavailable
 
-log = logging.getLogger(__name__)
+
+def warn(message: str, *args: object) -> None:
+    """A warning in this module's log; `logging` is imported here, when one is due, as reading
+    commands (`history -p`) never warn and would otherwise pay for it at start-up."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
+
 
 #: How long the background batch gathers queued records before committing them together, and how
 #: long it waits before trying again after the storage failed.
@@ -90,7 +96,7 @@ class WriteSoon:
                     )
         except self._db.not_storage_errors as exc:
             conn.execute("ROLLBACK TO soon")
-            log.warning("dropped %d queued record(s) that no longer fit the schema: %s", len(rows), type(exc).__name__)
+            warn("dropped %d queued record(s) that no longer fit the schema: %s", len(rows), type(exc).__name__)
             rows = []
         conn.execute("RELEASE soon")
         return rows
@@ -136,7 +142,7 @@ class WriteSoon:
             try:
                 self._db.flush()
             except Exception as exc:  # the storage failing: keep the records and try again later
-                log.warning("queued records not yet committed: %s", type(exc).__name__)
+                warn("queued records not yet committed: %s", type(exc).__name__)
                 self._wake.set()
                 if self._closing.wait(RETRY_SECONDS):
                     return
