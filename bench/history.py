@@ -218,9 +218,12 @@ def history_patch(tmp: Path, s: Settings, home: Path) -> list[Figure]:
         f"memframe history -p, newest {count:,} of {total:,} revisions, end to end (subprocess)",
         Stats.of(ours),
         Stats.of(theirs),
-        aim="≤ 1.5× git",
-        aim_op="ratio<=",
-        aim_limit=1.5,
+        # No aim (issue 28 drops aims that cost a mechanism and that a person cannot feel): the gap is
+        # the interpreter's start-up and the imports every command needs, which only the private-module,
+        # gc and second-read-path tricks the issue removed could close.
+        aim="none: start-up, not per-revision work",
+        aim_op="none",
+        aim_limit=0.0,
         floor_name="git log -p",
     )
     mine = (Stats.of(ours).p50 - Stats.of(ours_one).p50) / (count - 1)
