@@ -4,14 +4,17 @@ Every client (CLI, frame, MCP server) reaches a workspace through `SealedBackend
 records here, per store, workspace and document, the newest version it has acknowledged or
 seen, that version's ciphertext hash, and the version the document's chain starts at
 (`since`, from the sealed header). A server that later presents an older head, or another
-ciphertext for the same version, is refused with one line naming both versions.
+ciphertext for the same version, is refused with one line naming both versions; and every
+Assistant send reports the newest memory version recorded here, so recall withholds the memory
+(`stale`) from such a server instead of handing the model an older copy.
 
 The record is a small file beside the workspace's key, under the memframe home
 (`MEMFRAME_HOME` in tests): ``keys/<scope>/<workspace>.seen.json``. It holds versions and
 hashes only, never text. It is JSON Lines: a format line, then one line per document as last
 written whole, then one line per head noted since, each appended in one write under an
 advisory lock. Reading folds the lines in order, a later line winning only at a version at
-least as new, so the record never goes back and two clients on one machine never lower each
+least as new, so the record never goes back (only a person's explicit acceptance of a restored
+server's history lowers it, `forget_versions`) and two clients on one machine never lower each
 other's record: each one, under the lock, first reads what the other appended, then appends
 its own line. A line is taken only whole (ending in a newline, valid JSON): a write torn by a
 crash is skipped, which leaves the version seen before it. Every so often the record is
@@ -43,6 +46,8 @@ _FORMAT_V1 = "memframe-seen/1"
 _HEAD_LINE = json.dumps({"format": _FORMAT}).encode() + b"\n"
 #: Lines past one per document before the record is rewritten whole (so a reader folds few).
 _REWRITE_AFTER = 64
+#: How a person gets past a refusal when the server's history went back on purpose (a restore).
+ACCEPT_HINT = " If the server was restored on purpose, 'memframe history --accept-server' takes its history."
 
 
 @dataclass(frozen=True)
@@ -94,13 +99,37 @@ class SeenHeads:
         if version < seen.version:
             raise RolledBack(
                 f"The server shows version {version} of {path}; this machine has seen version {seen.version}"
-                " — the history may have been rolled back. Nothing was changed."
+                f" — the history may have been rolled back. Nothing was changed.{ACCEPT_HINT}"
             )
         if version == seen.version and content_hash and seen.content_hash and content_hash != seen.content_hash:
             raise RolledBack(
                 f"The server shows another text as version {version} of {path} than this machine has seen"
-                " — the history may have been rewritten. Nothing was changed."
+                f" — the history may have been rewritten. Nothing was changed.{ACCEPT_HINT}"
             )
+
+    def latest(self, path: str) -> Seen | None:
+        """`get`, after reading what other clients on this machine noted since this one last read the
+        record: what a long-running client (the frame, `memframe mcp`) reports is what the machine saw."""
+        if self.file is not None and self.file.exists():
+            with self._locked(), contextlib.suppress(OSError), open(self.file, "rb") as fh:
+                self._take(fh, whole=False)
+        return self._docs.get(path)
+
+    def forget_versions(self) -> dict[str, Seen]:
+        """Stop expecting any version: the one way the record goes back, taken only on a person's
+        word (`memframe history --accept-server`). Each document keeps the version its chain starts
+        at, so an old-format text stays refused above it. Returns what was held before."""
+        with self._rewriting():
+            before = dict(self._docs)
+            self._docs = {path: Seen(0, "", seen.since) for path, seen in before.items()}
+        return before
+
+    def remember(self, held: dict[str, Seen]) -> None:
+        """Take `held` back (an acceptance that failed half way): each document at the newer of it
+        and what is recorded now."""
+        with self._rewriting():
+            for path, seen in held.items():
+                self._fold(path, seen)
 
     def note(self, path: str, version: int, content_hash: str, since: int | None) -> None:
         """Record a head seen or acknowledged (only ever moving forward); persisted at once."""
@@ -201,6 +230,19 @@ class SeenHeads:
                 line = _line(path, self._docs[path])
                 fh.write(line if self._clean_end else b"\n" + line)  # a torn line before stays a line of its own
                 self._offset, self._clean_end, self._lines = os.fstat(fd).st_size, True, lines + 1
+
+    @contextlib.contextmanager
+    def _rewriting(self) -> Iterator[None]:
+        """Under the lock, with the whole record read: the caller changes what is held, which is then
+        written whole (a record kept in memory only is just changed)."""
+        if self.file is None:
+            yield
+            return
+        with self._locked():
+            with contextlib.suppress(FileNotFoundError), open(self.file, "rb") as fh:
+                self._take(fh, whole=True)
+            yield
+            self._rewrite()
 
     def _rewrite(self) -> None:
         assert self.file is not None

@@ -3,7 +3,7 @@
 The contract: each Assistant send waits (up to 5 s) for an in-flight Save,
 then reports the state of this client's saves. An unsaved editor draft is
 never reported: it is not saved memory. The header's values are defined in
-memframe.core.memory_state.
+memframe.core.memory_state; `reported` adds what this machine has seen.
 """
 
 from __future__ import annotations
@@ -87,3 +87,18 @@ class SaveState:
 
     def header_for_send(self, timeout: float = SEND_WAIT_SECONDS) -> str:
         return self.for_send(timeout).header()
+
+
+def reported(own: MemoryState | None, seen_version: int) -> MemoryState | None:
+    """What a send reports: this client's own state (None: it has no Saves, as `memframe mcp`),
+    raised to `seen_version`, the newest memory version this machine has seen acknowledged.
+
+    A server showing an older version than that was rolled back (a restored dump, a lagging
+    standby, a hand-edited database), so recall withholds the memory as `stale` rather than hand
+    the model a text from before, say, a Clear. `pending` and `conflict` withhold already and
+    are reported as they are."""
+    if seen_version <= 0 or (own is not None and own.kind in ("pending", "conflict")):
+        return own
+    if own is not None and own.kind == "saved" and (own.version or 0) >= seen_version:
+        return own
+    return MemoryState("saved", seen_version)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
-from memframe.backend.save_state import SaveState
+from memframe.backend.save_state import SaveState, reported
 from memframe.core.errors import (
     ChainBroken,
     InvalidInput,
@@ -30,6 +30,7 @@ from memframe.core.errors import (
     VersionConflict,
     WrongKey,
 )
+from memframe.core.memory_state import MemoryState
 from memframe.core.paths import proposal_path
 from memframe.core.types import (
     MEMORY_PATH,
@@ -342,7 +343,7 @@ class SealedBackend:
     ) -> TurnResult:
         state = self.save_state.for_send()  # waits up to 5 s for an in-flight Save
         return self.send_turn(
-            conversation_id, text, idempotency_key=idempotency_key, memory_state=state.header(), on_text=on_text
+            conversation_id, text, idempotency_key=idempotency_key, memory_state=state, on_text=on_text
         )
 
     def send_turn(
@@ -351,10 +352,12 @@ class SealedBackend:
         text: str,
         *,
         idempotency_key: str | None = None,
-        memory_state: str | None,
+        memory_state: MemoryState | None,
         on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
-        """One send under this client's key session, reporting `memory_state` as given (None: none).
+        """One send under this client's key session: every Assistant turn (chat, the frame, MCP's
+        ask_agent) starts here. It reports `memory_state` (None: no Saves of its own) raised to the
+        newest memory version this machine has seen, so a rolled-back server withholds it as stale.
 
         A long-running client outlives its key session (the server evicts it after its idle time, and
         every session ends at its lifetime). Only the key-session open is ever repeated: when ingress
@@ -366,6 +369,9 @@ class SealedBackend:
         import secrets  # here, not at the top: reading commands (`history -p`) never make a key
 
         key = idempotency_key or secrets.token_hex(8)
+        seen = self.seen.latest(MEMORY_PATH)
+        state = reported(memory_state, 0 if seen is None else seen.version)
+        header = None if state is None else state.header()
         session = self.key_session()
         try:
             return self.store.send_message(
@@ -373,7 +379,7 @@ class SealedBackend:
                 text,
                 idempotency_key=key,
                 key_session_id=session,
-                memory_state=memory_state,
+                memory_state=header,
                 on_text=on_text,
             )
         except KeySessionUnavailable as exc:
@@ -388,7 +394,7 @@ class SealedBackend:
             text,
             idempotency_key=key,
             key_session_id=self.key_session(),
-            memory_state=memory_state,
+            memory_state=header,
             on_text=on_text,
         )
 

@@ -6,9 +6,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from memframe.backend.heads import ACCEPT_HINT
 from memframe.cli.options import add_command, add_model_options, model_client, open_workspace
 from memframe.cli.output import EXIT_ERROR, out, when
 from memframe.core.recall import receipt_line
+from memframe.core.types import RecallStatus
 from memframe.settings import Settings
 
 if TYPE_CHECKING:
@@ -129,6 +131,8 @@ def _print_turn(result: TurnResult) -> None:
         out(f"  (the server ended the answer early: it may be incomplete; {INTERRUPTED})")
     for call in result.calls:
         out(f"  {receipt_line(call.status, call.revision, call.call_index + 1)}")  # calls count from 1
+    if any(call.status is RecallStatus.STALE for call in result.calls):
+        out(f"  This machine has seen a newer memory than the server holds.{ACCEPT_HINT}")
     for outcome in result.outcomes:
         out(f"  {outcome.message}")
 

@@ -123,6 +123,8 @@ def cmd_save(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     backend = open_workspace(args)
     try:
+        if args.accept_server:
+            return patches.accept_server(backend)
         if args.patch:
             sys.stdout.write(patches.patch(backend, args.limit, args.before))
             return 0
@@ -295,6 +297,12 @@ def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> N
     p.add_argument("--limit", type=positive, default=patches.PAGE_DEFAULT)
     p.add_argument("--before", type=positive, default=None, help="start below this version")
     p.add_argument("-p", "--patch", action="store_true", help="show each revision's diff")
+    p.add_argument(
+        "--accept-server",
+        action="store_true",
+        help="after a restore: take the server's history as it is now, and stop expecting the newer versions "
+        "this machine has seen (logged beside the key)",
+    )
     p = add_command(sub, common, "diff", cmd_diff, "unified diff between two revisions")
     p.add_argument("a", type=positive, metavar="A")
     p.add_argument("b", type=positive, metavar="B", nargs="?", help="default: the current version")

@@ -2,12 +2,14 @@
 
 The values, from DESIGN.md (an unsaved editor draft is never reported):
 
-    none                  this client has no Save of its own
-    saved; version=N      its last Save was acknowledged at N
+    none                  this client has no Save of its own, and this machine has seen no version
+    saved; version=N      N is acknowledged: its last Save, or the newest version this machine has
+                          seen, whichever is newer (a server showing an older one was rolled back)
     pending               a Save is still in flight after the wait
     conflict; version=N   its last Save was refused; the server holds N
 
-The client renders it (memframe.backend.save_state); the server parses it at ingress.
+The client renders it (memframe.backend.save_state); the server parses it at ingress, and recall
+withholds the memory as `stale` when it holds an older version than the one acknowledged.
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ _REASONS: dict[RecallStatus, str] = {
         "the person's last save of the memory conflicted with a newer version and has not been resolved"
     ),
     RecallStatus.STALE: (
-        "the server holds an older revision of the memory than the person's client acknowledged saving"
+        "the server holds an older revision of the memory than the person's machine has already saved or seen"
+        " (its history may have been rolled back)"
     ),
     RecallStatus.OVERSIZED: (
         f"the memory is over the {MEMORY_RECALL_MAX_BYTES}-byte limit; the person must shorten it before it can be used"

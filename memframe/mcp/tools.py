@@ -218,7 +218,9 @@ class NoteTools:
                     conversation,
                     message,
                     idempotency_key=f"mcp-{secrets.token_hex(12)}",
-                    memory_state=None,  # no X-Memory-State: the server's current revision is used
+                    # No Saves of its own: the backend reports only the newest memory version this
+                    # machine has seen, so the server's current revision is used unless it is older.
+                    memory_state=None,
                 )
             finally:
                 # One key session per turn: nothing of the key stays in the service's RAM between questions.

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memframe.backend.save_state import MemoryState, SaveState
+from memframe.backend.save_state import MemoryState, SaveState, reported
 from memframe.core.errors import Unavailable, VersionConflict
 
 
@@ -97,3 +97,23 @@ def test_taking_the_servers_version_resolves_a_conflict_and_nothing_else() -> No
     assert state.header_for_send() == "conflict; version=9"  # an older version does not resolve it
     state.take_server_version(9)
     assert state.header_for_send() == "saved; version=9"
+
+
+@pytest.mark.parametrize(
+    ("own", "seen", "sent"),
+    [
+        (None, 0, None),  # MCP on a machine that has seen nothing: no X-Memory-State
+        (None, 4, "saved; version=4"),
+        (MemoryState(), 0, "none"),
+        (MemoryState(), 4, "saved; version=4"),
+        (MemoryState("saved", 3), 4, "saved; version=4"),
+        (MemoryState("saved", 5), 4, "saved; version=5"),
+        (MemoryState("pending"), 4, "pending"),
+        (MemoryState("conflict", 2), 4, "conflict; version=2"),
+    ],
+)
+def test_a_send_reports_its_own_state_raised_to_the_newest_version_seen(
+    own: MemoryState | None, seen: int, sent: str | None
+) -> None:
+    state = reported(own, seen)
+    assert (None if state is None else state.header()) == sent

@@ -141,3 +141,25 @@ def test_a_record_in_memory_only_leaves_no_file(tmp_path: Path, monkeypatch: pyt
     memory.note("MEMORY.md", 1, H1, 1)
     assert memory.get("MEMORY.md") == Seen(1, H1, 1)
     assert not list(tmp_path.rglob("*"))
+
+
+def test_latest_reads_what_another_client_noted_since(tmp_path: Path) -> None:
+    """A long-running client (the frame, `memframe mcp`) reports what the machine has seen."""
+    running, other = SeenHeads(_file(tmp_path)), SeenHeads(_file(tmp_path))
+    other.note("MEMORY.md", 2, H2, 1)
+    assert running.get("MEMORY.md") is None
+    assert running.latest("MEMORY.md") == Seen(2, H2, 1)
+    assert SeenHeads(None).latest("MEMORY.md") is None  # a record in memory only reads nothing
+
+
+def test_forgetting_versions_keeps_each_chain_start_and_can_be_put_back(tmp_path: Path) -> None:
+    a = SeenHeads(_file(tmp_path))
+    a.note("MEMORY.md", 5, H1, 3)
+    before = a.forget_versions()
+    assert before == {"MEMORY.md": Seen(5, H1, 3)}
+    fresh = SeenHeads(_file(tmp_path))
+    assert fresh.get("MEMORY.md") == Seen(0, "", 3)
+    fresh.check("MEMORY.md", 1, "")  # an older head is no longer refused
+    a.remember(before)  # an acceptance that failed half way
+    with pytest.raises(RolledBack):
+        SeenHeads(_file(tmp_path)).check("MEMORY.md", 4, "")

@@ -29,6 +29,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+from memframe.backend.heads import SeenHeads
 from memframe.core.errors import AIDisabled, InvalidInput, NamespaceReserved, NotFound, VersionConflict
 from memframe.core.turns import AIConsent, CallRecord, TurnResult
 from memframe.core.types import MEMORY_PATH, Mode, RecallStatus
@@ -67,6 +68,7 @@ class CountingBackend:
         }
         self.sent: list[dict[str, Any]] = []
         self.store = self
+        self.seen = SeenHeads(None)  # this machine has seen no version of the memory yet
 
     def list_files(self) -> list[tuple[str, int, bool]]:
         self.requests.append("list_files")
@@ -167,6 +169,15 @@ def test_ask_agent_sends_no_memory_state_and_closes_its_key_session() -> None:
     assert sent["conversation_id"] == "conv-1" and sent["idempotency_key"]
     assert "memory: revision 3 was provided to call 1" in answer.text
     assert answer.data["receipts"][0]["revision"] == 3
+
+
+def test_ask_agent_reports_only_the_newest_version_this_machine_has_seen() -> None:
+    """No Saves of its own; once this machine has seen version 5, a server showing an older one is
+    caught by recall (`stale`) instead of handing the model an older copy."""
+    fake = CountingBackend()
+    fake.seen.note(MEMORY_PATH, 5, "5" * 64, 1)
+    NoteTools(fake).ask_agent("hello", "conv-1")  # type: ignore[arg-type]
+    assert [sent["memory_state"] for sent in fake.sent] == ["saved; version=5"]
 
 
 def test_ask_agent_reopens_a_key_session_the_server_forgot_and_sends_once_more() -> None:
@@ -397,7 +408,8 @@ def test_ask_agent_quotes_the_current_revision_and_says_which(live: Live, person
             (data["admission_id"],),
         ).fetchone()
         revoked = db.execute("SELECT COUNT(*) FROM key_session_revocations WHERE key_session_id = ?", (session,))
-        assert state is None  # no X-Memory-State
+        # No Saves of its own: only the newest version this machine has seen (the person's Save here).
+        assert state == f"saved; version={current}"
         assert revoked.fetchone()[0] == 1  # the turn's key session is gone after the turn
     again = live.ok("ask_agent", {"message": "And now?", "conversation_id": data["conversation_id"]})
     assert again.structured_content["conversation_id"] == data["conversation_id"]
