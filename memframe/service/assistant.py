@@ -136,6 +136,24 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
             )
         self.key_sessions.forget(session_id)
 
+    def live_key_session(self, user: str, workspace_id: str) -> str | None:
+        """The live, unrevoked key session this person holds for this workspace that lasts longest
+        (one `memframe key unlock` opened, or the frame's), or None: what a chat client's turn uses."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+        try:
+            theirs = [sid for sid, _ in self.key_sessions.sessions_of(user, workspace_id)]
+            live = [info for info in map(self.key_sessions.describe, theirs) if info is not None]
+        except KeySessionServiceDown:
+            return None  # no key is usable now: the turn is admitted without one and says why
+        if live:
+            with self.db.read() as conn:
+                marks = ", ".join("?" * len(live))
+                sql = f"SELECT key_session_id FROM key_session_revocations WHERE key_session_id IN ({marks})"
+                revoked = {str(row[0]) for row in conn.execute(sql, [info.id for info in live])}
+            live = [info for info in live if info.id not in revoked]
+        return max(live, key=lambda info: info.expires_at).id if live else None
+
     # --- ingress ---------------------------------------------------------------------------
 
     def admit(
