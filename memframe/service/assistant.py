@@ -72,10 +72,13 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
 
     # --- key sessions ----------------------------------------------------------------------
 
-    def open_key_session(self, user: str, workspace_id: str, key: bytes) -> KeySessionInfo:
+    def open_key_session(
+        self, user: str, workspace_id: str, key: bytes, *, hold_seconds: float | None = None
+    ) -> KeySessionInfo:
         """Accept a key only if it is proven: it matches the workspace's key check, or (on a
         workspace that has none yet) it opens the memory, and then it writes the key check
-        (trust on first use, see RELIABILITY.md). A wrong key fails now, memory or not."""
+        (trust on first use, see RELIABILITY.md). A wrong key fails now, memory or not.
+        `hold_seconds`: held that long whether used or not (`memframe key unlock`)."""
         if len(key) != crypto.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
         mine = crypto.key_check(key, workspace_id)
@@ -118,7 +121,9 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
                 ).fetchone()[0]
             if stored != mine:  # another key holder proved a different key a moment ago
                 raise WrongKey("This key is not the workspace's key (it does not match its key check).")
-        return self.key_sessions.open(workspace_id, user, key)
+        if hold_seconds is None:
+            return self.key_sessions.open(workspace_id, user, key)
+        return self.key_sessions.open(workspace_id, user, key, hold_seconds=hold_seconds)
 
     def revoke_key_session(self, user: str, session_id: str) -> None:
         """Durable revocation row first (the fence reads it), then the key is forgotten."""
