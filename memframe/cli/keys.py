@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from memframe.cli.options import add_command
+from memframe.cli.options import add_command, duration
 from memframe.cli.output import out, prompt
 
 
@@ -100,15 +100,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--for",
         dest="hold",
-        type=_duration,
-        default=_duration("8h"),
+        type=duration,
+        default=duration("8h"),
         metavar="DURATION",
-        help="unlock: how long the server holds the key for your chat clients, e.g. 2h, 90m, 1d (default: 8h, "
+        help="unlock: how long the server holds the key for your chat clients, e.g. 2h, 90m or 1d (default: 8h, "
         "at most the server's key-session lifetime)",
     )
-
-
-def _duration(value: str) -> float:
-    from memframe.cli.unlock import duration
-
-    return duration(value)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,25 +20,6 @@ from memframe.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from memframe.backend.remote import RemoteStore
-
-DEFAULT_HOLD = "8h"
-_UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
-
-
-def duration(value: str) -> float:
-    """Seconds from `8h`, `90m`, `1h30m`, `2d` or a plain number of seconds; more than 0."""
-    text = value.strip().lower()
-    try:
-        seconds = float(text)
-    except ValueError:
-        parts = _PART.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a duration (say 8h, 90m, 1h30m or 2d)") from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError("a duration must be more than 0")
-    return seconds
 
 
 def spoken(seconds: float) -> str:
