@@ -27,10 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from memframe.api.deps import Endpoint, Service, User
+from memframe.assistant.ingress import AssistantEndpoint
 from memframe.assistant.memory_tool import TurnContext
 from memframe.assistant.relay import RelayResult, check_client_tools, relay_turn
 from memframe.core.errors import KeySessionUnavailable, MemframeError, NotFound
 from memframe.core.turns import CallRecord
+from memframe.service.admissions import Admission
 
 logger = logging.getLogger("memframe.api")
 
@@ -152,7 +154,7 @@ def chat_completions(
     )
 
 
-def _admit(endpoint: Any, user: str, workspace_id: str, conversation: str) -> TurnContext:
+def _admit(endpoint: AssistantEndpoint, user: str, workspace_id: str, conversation: str) -> TurnContext:
     """The ingress: the admission row and the conversation's credential, under the person's live
     key session when there is one (a session that closes meanwhile admits the turn without one)."""
     assistant = endpoint.service.assistant
@@ -161,7 +163,7 @@ def _admit(endpoint: Any, user: str, workspace_id: str, conversation: str) -> Tu
     except NotFound:
         raise NotFound(f"The model {workspace_id!r} is not a workspace of yours; GET /v1/models lists them.") from None
 
-    def admit(session: str | None) -> Any:
+    def admit(session: str | None) -> Admission:
         return assistant.admit(
             user,
             workspace_id,

@@ -291,6 +291,14 @@ def test_an_unknown_or_anothers_workspace_is_404(served: Served, workspace: str)
     assert served.fake.requests == []
 
 
+def test_a_workspace_with_ai_off_is_refused_before_any_model_call(served: Served) -> None:
+    served.service.assistant.set_ai(ALICE, "ws", False)
+    with pytest.raises(openai.APIStatusError) as caught:
+        served.client().chat.completions.create(model="ws", messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 409 and caught.value.body["code"] == "ai_disabled"  # type: ignore[index]
+    assert served.fake.requests == []
+
+
 @pytest.mark.parametrize(
     "body",
     [
