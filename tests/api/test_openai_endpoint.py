@@ -186,6 +186,21 @@ def test_a_receipt_names_the_revision_by_conversation(served: Served) -> None:
     assert len(served.person.receipts(fresh.headers["X-Conversation-Id"])) == 1
 
 
+def test_Z4_a_chat_clients_request_is_an_ordinary_turn_admitted_by_the_same_ingress(served: Served) -> None:
+    served.set_mode(Mode.AUTO)
+    session = served.unlock()
+    raw = ask(served, extra_headers={"X-Conversation-Id": "chat-z4"})
+    policy = served.person.get_policy()
+    with served.service.db.read() as conn:
+        row = conn.execute(
+            "SELECT a.mode, a.policy_revision, a.key_session_id, a.client_memory_state, s.admission_id"
+            " FROM workspace_memory_admissions AS a"
+            " JOIN agent_delivery_credentials AS s ON s.conversation_id = a.conversation_id WHERE a.id = ?",
+            (raw.headers["X-Memframe-Admission"],),
+        ).fetchone()
+    assert tuple(row) == ("auto", policy.revision, session, None, raw.headers["X-Memframe-Admission"])
+
+
 # --- tools -----------------------------------------------------------------------------------
 
 
