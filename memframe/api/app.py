@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import Depends, FastAPI
 
 from memframe import __version__
-from memframe.api import assistant, automation, files, policy, workspaces
+from memframe.api import assistant, automation, files, openai, policy, workspaces
 from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
 from memframe.api.responses import EDGE_STATUSES, error_responses
@@ -32,7 +32,8 @@ def create_app(
 ) -> FastAPI:
     """An app serving `service`; the caller owns the service and closes it after the server stops.
 
-    Sends run the Assistant here with `model` (the built-in scripted model by default).
+    Sends run the Assistant here with `model` (the built-in scripted model by default). With a
+    `model` of its own the app also answers OpenAI-compatible chat clients (`memframe.api.openai`).
     """
     app = FastAPI(
         title="memframe",
@@ -49,6 +50,8 @@ def create_app(
     app.state.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
     for router in ROUTERS:
         app.include_router(router)
+    if model is not None:
+        app.include_router(openai.router)
     install_error_handlers(app)
     # The last added is the outermost: the guard sees every failure, including the limit's,
     # and the access log sees every answer, including the guard's.

@@ -72,7 +72,9 @@ def set_key_check(workspace_id: WorkspaceId, body: KeyCheck, user: User, service
 @router.post("/api/v1/workspaces/{workspace_id}/key-sessions", responses=error_responses(401, 404, 422))
 def open_key_session(workspace_id: WorkspaceId, body: KeySessionIn, user: User, service: Service) -> KeySessionOut:
     """Hand the workspace key to the server's memory for a while; refused if it does not open the memory."""
-    return KeySessionOut.model_validate(service.assistant.open_key_session(user, workspace_id, decode_base64(body.key)))
+    key = decode_base64(body.key)
+    info = service.assistant.open_key_session(user, workspace_id, key, hold_seconds=body.holdSeconds)
+    return KeySessionOut.model_validate(info)
 
 
 @router.delete("/api/v1/automation/key-sessions/{session_id}", responses=error_responses(401, 404, 422))

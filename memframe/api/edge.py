@@ -4,7 +4,8 @@ All are ASGI middleware, so every route gets them without naming them:
 
 * `HeaderGuard` refuses (400) a request that sends a header the routes read once
   (`Authorization`, `Idempotency-Key`, `X-Base-Version`, `X-Memory-Clear`,
-  `X-Key-Session`, `X-Memory-State`, `X-Revive`) more than once, where "first wins" would let a proxy and the
+  `X-Key-Session`, `X-Memory-State`, `X-Revive`, `X-Conversation-Id`) more than once, where "first wins"
+  would let a proxy and the
   server disagree about which value counts; and one that sends both
   Content-Length and Transfer-Encoding, which h11 accepts (chunked wins) but a
   proxy in front may read the other way.
@@ -46,6 +47,7 @@ SINGLE_HEADERS = (
     b"x-key-session",
     b"x-memory-state",
     b"x-revive",
+    b"x-conversation-id",
 )
 
 #: Path parameters an access line shows as they are; every other one is shown as `{name}`.

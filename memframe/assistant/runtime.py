@@ -85,7 +85,7 @@ class Runtime:
         seen_revision: int | None = None
         try:
             for step in range(self.max_steps):
-                outgoing, record, seen = self._bind(ctx, messages, step)
+                outgoing, record, seen = self.bind(ctx, messages, step)
                 result.calls.append(record)
                 seen_revision = seen
                 reply = (
@@ -132,10 +132,14 @@ class Runtime:
         self.automation.append_transcript(ctx.workspace_id, ctx.credential, "assistant", result.answer)
         return result
 
-    def _bind(
+    def bind(
         self, ctx: TurnContext, messages: list[Message], step: int
     ) -> tuple[list[Message], CallRecord, int | None]:
-        """The binding: read memory now, frame it for this call, attach it to a copy."""
+        """The binding: read memory now, frame it for this call, attach it to a copy.
+
+        Also the binding of the OpenAI-compatible endpoint (`relay`), so every model call
+        memframe makes gets the same block and the same withheld notes. Returns the outgoing
+        messages, the call's receipt, and the revision a capture may build on (None: none)."""
         recall = self.automation.recall(ctx.workspace_id, ctx.credential)
         block = render_recall_block(
             status=recall.status,

@@ -276,8 +276,11 @@ class RemoteStore:
     def set_key_check(self, key_check: str) -> None:
         self._request("PUT", f"{self._prefix}/key-check", write=True, json={"keyCheck": key_check})
 
-    def open_key_session(self, key: bytes) -> KeySessionInfo:
-        body = {"key": base64.b64encode(key).decode("ascii")}
+    def open_key_session(self, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
+        """A key session on the server; `hold_seconds` holds it that long whether used or not."""
+        body: dict[str, Any] = {"key": base64.b64encode(key).decode("ascii")}
+        if hold_seconds is not None:
+            body["holdSeconds"] = hold_seconds
         payload = self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body)
         return _read(KeySessionOut, payload, self).to_info()
 

@@ -1,4 +1,6 @@
-"""`memframe key export|import`: pass a workspace key between members, passphrase-wrapped, never via a server."""
+"""`memframe key export|import`: pass a workspace key between members, passphrase-wrapped, never via a server.
+
+`memframe key unlock|lock` (in `unlock`) open and close a key session for a person's chat clients."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from memframe.cli.options import add_command
+from memframe.cli.options import add_command, duration
 from memframe.cli.output import out, prompt
 
 
@@ -33,6 +35,15 @@ EXPORT_VARIABLE = "MEMFRAME_EXPORT_PASSPHRASE"
 
 def cmd_key(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    if args.key_command in ("unlock", "lock"):
+        from memframe.cli import unlock
+
+        return unlock.cmd_unlock(args) if args.key_command == "unlock" else unlock.cmd_lock(args)
+    if args.file is None:
+        from memframe.core.errors import InvalidInput
+
+        raise InvalidInput(f"key {args.key_command} needs a FILE.")
 
     from memframe import paths, sealing
     from memframe.sealing import keyfiles
@@ -81,7 +92,22 @@ def _read_bytes(source: str) -> bytes:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add `key` to the memframe command."""
-    p = add_command(sub, common, "key", cmd_key, "export or import a workspace key (passphrase-wrapped)")
-    p.add_argument("key_command", choices=["export", "import"])
-    p.add_argument("file", metavar="FILE")
+    p = add_command(
+        sub,
+        common,
+        "key",
+        cmd_key,
+        "export or import a workspace key (passphrase-wrapped); unlock or lock it for your chat clients",
+    )
+    p.add_argument("key_command", choices=["export", "import", "unlock", "lock"])
+    p.add_argument("file", metavar="FILE", nargs="?", help="export/import: the key file")
     p.add_argument("--force", action="store_true", help="import over an existing key")
+    p.add_argument(
+        "--for",
+        dest="hold",
+        type=duration,
+        default=duration("8h"),
+        metavar="DURATION",
+        help="unlock: how long the server holds the key for your chat clients, e.g. 2h, 90m or 1d (default: 8h, "
+        "at most the server's key-session lifetime)",
+    )

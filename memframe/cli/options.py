@@ -229,6 +229,15 @@ def temperature(value: str) -> float:
     return number
 
 
+def duration(value: str) -> float:
+    """A duration as `admin token create --expires-in` takes it: a number and d, h, m or s (90d, 8h, 30m)."""
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    number, unit = value[:-1], value[-1:].lower()
+    if unit not in units or not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a duration: use a number and d, h, m or s, e.g. 8h")
+    return float(int(number) * units[unit])
+
+
 def seconds(value: str) -> float:
     """A number of seconds, more than 0."""
     try:

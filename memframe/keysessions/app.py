@@ -75,7 +75,11 @@ def keysession_calls(sessions: KeySessions) -> dict[str, Call]:
         key = base64.b64decode(str(body.get("key", "")), validate=True)
         if len(key) != 32:
             raise ValueError("key")
-        return asdict(sessions.open(str(_text(body, "workspace_id")), str(_text(body, "user_id")), key))
+        hold = body.get("hold_seconds")
+        if hold is not None and (isinstance(hold, bool) or not isinstance(hold, (int, float)) or not hold > 0):
+            raise ValueError("hold_seconds")
+        info = sessions.open(str(_text(body, "workspace_id")), str(_text(body, "user_id")), key, hold_seconds=hold)
+        return asdict(info)
 
     def resolve(body: dict[str, Any]) -> dict[str, Any]:
         key = sessions.resolve(_text(body, "session_id"), str(_text(body, "workspace_id")))

@@ -87,9 +87,12 @@ class RemoteKeySessions:
             raise KeySessionServiceDown()
         return _json(response)
 
-    def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
-        encoded = base64.b64encode(key).decode("ascii")
-        return _info(self._call("open", {"workspace_id": workspace_id, "user_id": user_id, "key": encoded}))
+    def open(self, workspace_id: str, user_id: str, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
+        body: dict[str, Any] = {"workspace_id": workspace_id, "user_id": user_id}
+        body["key"] = base64.b64encode(key).decode("ascii")
+        if hold_seconds is not None:
+            body["hold_seconds"] = hold_seconds
+        return _info(self._call("open", body))
 
     def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
         if not session_id:

@@ -51,8 +51,9 @@ class KeySessionStore(Protocol):
         """How long any session keeps its key, used or not."""
         ...
 
-    def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
-        """A new live session holding `key` for this person and workspace."""
+    def open(self, workspace_id: str, user_id: str, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
+        """A new live session holding `key` for this person and workspace; with `hold_seconds`,
+        held that long whether used or not (at most the lifetime), for chat clients' unlock."""
         ...
 
     def resolve(self, session_id: str | None, workspace_id: str) -> bytes:
@@ -99,6 +100,7 @@ class _Session:
     created_at: float
     expires_at: float
     last_used: float
+    idle_seconds: float
     memory_opener: sealing.Opener | None = None
 
     def __repr__(self) -> str:  # never shows the key
@@ -125,15 +127,18 @@ class KeySessions:
         self._theirs: dict[tuple[str, str], dict[str, None]] = {}
         self._swept_at = float("-inf")
 
-    def open(self, workspace_id: str, user_id: str, key: bytes) -> KeySessionInfo:
+    def open(self, workspace_id: str, user_id: str, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
         """A new session bound to the person who opened it; beyond the cap per person and
         workspace, their oldest session there is evicted (forgotten, as idle eviction does: no
-        revocation row)."""
+        revocation row). A held session (`memframe key unlock`) is not evicted for idling: the
+        person chose how long it lasts, within the lifetime."""
         now = self._clock()
         import secrets  # here, not at the top: reading commands (`history -p`) never open a session
 
         session_id = "ks_" + secrets.token_urlsafe(24)
-        session = _Session(workspace_id, user_id, bytes(key), now, now + self.lifetime_seconds, now)
+        lifetime = self.lifetime_seconds if hold_seconds is None else min(hold_seconds, self.lifetime_seconds)
+        idle = self.idle_seconds if hold_seconds is None else lifetime
+        session = _Session(workspace_id, user_id, bytes(key), now, now + lifetime, now, idle)
         with self._lock:
             self._evict_locked(now)
             ids = self._theirs.setdefault((user_id, workspace_id), {})
@@ -158,10 +163,10 @@ class KeySessions:
     def _info(self, session_id: str, s: _Session) -> KeySessionInfo:
         from memframe.core.turns import KeySessionInfo
 
-        return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, self.idle_seconds)
+        return KeySessionInfo(session_id, s.workspace_id, s.user_id, s.created_at, s.expires_at, s.idle_seconds)
 
     def _stale(self, s: _Session, now: float) -> bool:
-        return now >= s.expires_at or now - s.last_used >= self.idle_seconds
+        return now >= s.expires_at or now - s.last_used >= s.idle_seconds
 
     def _evict_locked(self, now: float) -> None:
         if now - self._swept_at < SWEEP_SECONDS and now >= self._swept_at:

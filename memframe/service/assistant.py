@@ -71,10 +71,13 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
 
     # --- key sessions ----------------------------------------------------------------------
 
-    def open_key_session(self, user: str, workspace_id: str, key: bytes) -> KeySessionInfo:
+    def open_key_session(
+        self, user: str, workspace_id: str, key: bytes, *, hold_seconds: float | None = None
+    ) -> KeySessionInfo:
         """Accept a key only if it is proven against the workspace's key check (see `key_checks.prove`:
         on an older workspace the memory proves it, and only the owner's key then writes the check).
-        A wrong key fails now, memory or not."""
+        A wrong key fails now, memory or not. `hold_seconds`: held that long whether used or not
+        (`memframe key unlock`)."""
         if len(key) != sealing.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
         with self.db.write() as conn:
@@ -99,7 +102,9 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
 
             mine = sealing.key_check(key, workspace_id)
             key_checks.prove(conn, user, workspace_id, mine, opens_memory, self.db.clock())
-        return self.key_sessions.open(workspace_id, user, key)
+        if hold_seconds is None:
+            return self.key_sessions.open(workspace_id, user, key)
+        return self.key_sessions.open(workspace_id, user, key, hold_seconds=hold_seconds)
 
     def revoke_key_session(self, user: str, session_id: str) -> None:
         """Durable revocation row first (the fence reads it), then the key is forgotten."""
@@ -116,6 +121,24 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
                 (session_id, info.workspace_id, self.db.clock()),
             )
         self.key_sessions.forget(session_id)
+
+    def live_key_session(self, user: str, workspace_id: str) -> str | None:
+        """The live, unrevoked key session this person holds for this workspace that lasts longest
+        (one `memframe key unlock` opened, or the frame's), or None: what a chat client's turn uses."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+        try:
+            theirs = [sid for sid, _ in self.key_sessions.sessions_of(user, workspace_id)]
+            live = [info for info in map(self.key_sessions.describe, theirs) if info is not None]
+        except KeySessionServiceDown:
+            return None  # no key is usable now: the turn is admitted without one and says why
+        if live:
+            with self.db.read() as conn:
+                marks = ", ".join("?" * len(live))
+                sql = f"SELECT key_session_id FROM key_session_revocations WHERE key_session_id IN ({marks})"
+                revoked = {str(row[0]) for row in conn.execute(sql, [info.id for info in live])}
+            live = [info for info in live if info.id not in revoked]
+        return max(live, key=lambda info: info.expires_at).id if live else None
 
     # --- ingress ---------------------------------------------------------------------------
 

@@ -43,6 +43,12 @@ class KeySessionIn(WireIn):
     """The workspace key, base64: kept only in the server's memory, never written anywhere."""
 
     key: str = Field(json_schema_extra={"contentEncoding": "base64"})
+    holdSeconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Hold the key this long whether used or not (at most the server's key-session lifetime), "
+        "for chat clients: `memframe key unlock --for`. Without it the session ends after idling.",
+    )
 
     @field_validator("key")
     @classmethod

@@ -172,6 +172,33 @@ def test_a_remote_chat_through_memframe_serve(capsys, served: str, recorder: Rec
     assert code == 0 and "Quincy" not in str(recorder.requests[-1]["messages"])
 
 
+def test_an_openai_client_through_memframe_serve(capsys, served: str, recorder: Recorder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The official `openai` client against serve's OpenAI-compatible endpoint, after `key unlock`."""
+    import openai
+
+    assert run(capsys, "init")[0] == 0
+    (tmp_path / "m.md").write_text(CAT)
+    assert run(capsys, "save", str(tmp_path / "m.md"), "--base", "0")[0] == 0
+    assert run(capsys, "ai", "on")[0] == 0
+    code, out, err = run(capsys, "key", "unlock", "--for", "1h")
+    assert code == 0 and "for 1 h" in out, err
+    client = openai.OpenAI(base_url=f"{served}/v1", api_key=os.environ["MEMFRAME_TOKEN"], max_retries=0, timeout=600)
+    try:
+        asked = [{"role": "user", "content": "What is my cat called?"}]
+        raw = client.chat.completions.with_raw_response.create(model="notes", messages=asked)
+        assert raw.parse().choices[0].finish_reason in ("stop", "length")
+        assert (raw.headers["X-Memframe-Memory-Status"], raw.headers["X-Memframe-Memory-Revision"]) == ("provided", "1")
+        assert CAT.strip() in system_of(recorder.requests[0])
+        chunks = list(client.chat.completions.create(model="notes", messages=asked, stream=True))
+        assert chunks[-1].choices[0].finish_reason in ("stop", "length", "tool_calls")
+        assert run(capsys, "key", "lock")[0] == 0
+        recorder.clear()
+        raw = client.chat.completions.with_raw_response.create(model="notes", messages=asked)
+        assert "not provided because" in system_of(recorder.requests[0]) and "Quincy" not in str(recorder.requests)
+    finally:
+        client.close()
+
+
 def test_a_wrong_model_url_is_one_clear_line(capsys, cat, recorder: Recorder) -> None:  # type: ignore[no-untyped-def]
     code, _, err = run(capsys, "chat", "-m", "hi", "--model-url", recorder.url.removesuffix("/v1"))
     assert code == EXIT_ERROR and "/v1" in err and len(err.strip().splitlines()) == 1

@@ -28,7 +28,7 @@ from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
 from tests.reliability.support import raw
-from tests.remote_kinds import app_for, loopback_server, user_token
+from tests.support.remote_kinds import app_for, loopback_server, user_token
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "# Memory\n- The launch code is PINEAPPLE.\n"
