@@ -4,7 +4,8 @@ A model never rewrites memory; it asks for at most five one-line edits, and
 each must say exactly which line it means. `replace` and `remove` must match
 one whole line exactly once, so a stale or ambiguous target fails instead of
 rewriting unrelated prose, and an `add` that is already present changes
-nothing. Either every edit applies or none does.
+nothing. Either every edit applies or none does. The rules and their refusals are one subject,
+which is why this module runs past 400 lines.
 
 Refusals are `EditRefused` with `details["reason"]` (and `details["index"]`,
 1-based, when one edit is at fault). Messages say what to do next and never

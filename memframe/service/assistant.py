@@ -5,6 +5,8 @@ ingress writes the admission (and the conversation's delivery credential) in
 one transaction before the turn runs; recall reads the conversation's latest
 credential before every model call; the only automatic writer commits behind
 the fence. The model never supplies an admission id, a path or a credential.
+It runs past 400 lines because a turn's steps (key session, admission, recall, receipt) read here
+in the contract's order; capture, proposals and documents already live in modules of their own.
 """
 
 from __future__ import annotations
@@ -80,28 +82,33 @@ class AssistantService(CaptureMixin, ProposalsMixin, DocumentsMixin, TranscriptM
         (`memframe key unlock`)."""
         if len(key) != sealing.KEY_BYTES:
             raise InvalidInput("A workspace key is 32 bytes.")
-        with self.db.write() as conn:
+        mine = sealing.key_check(key, workspace_id)
+        with self.db.read() as conn:  # the usual case, a check to match, writes nothing
+            checked = key_checks.stored(conn, workspace_id) is not None
+            if checked:
+                key_checks.prove(conn, user, workspace_id, mine, lambda: None, self.db.clock())
+        if not checked:  # an older workspace: the memory proves the key, and the owner's writes the check
+            with self.db.write() as conn:
 
-            def opens_memory() -> bool | None:
-                head = files.get_current(conn, workspace_id, MEMORY_PATH)
-                if head is None or head.ciphertext is None:
-                    return None
-                try:  # a delta opens against its run, in the same snapshot
-                    sealing.open_sealed(
-                        key,
-                        head.ciphertext,
-                        workspace_id=workspace_id,
-                        path=MEMORY_PATH,
-                        version=head.info.version,
-                        legacy=True,
-                        fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH),
-                    )
-                except DecryptionFailed:
-                    return False
-                return True
+                def opens_memory() -> bool | None:
+                    head = files.get_current(conn, workspace_id, MEMORY_PATH)
+                    if head is None or head.ciphertext is None:
+                        return None
+                    try:  # a delta opens against its run, in the same snapshot
+                        sealing.open_sealed(
+                            key,
+                            head.ciphertext,
+                            workspace_id=workspace_id,
+                            path=MEMORY_PATH,
+                            version=head.info.version,
+                            legacy=True,
+                            fetch=files.ciphertexts(conn, workspace_id, MEMORY_PATH),
+                        )
+                    except DecryptionFailed:
+                        return False
+                    return True
 
-            mine = sealing.key_check(key, workspace_id)
-            key_checks.prove(conn, user, workspace_id, mine, opens_memory, self.db.clock())
+                key_checks.prove(conn, user, workspace_id, mine, opens_memory, self.db.clock())
         if hold_seconds is None:
             return self.key_sessions.open(workspace_id, user, key)
         return self.key_sessions.open(workspace_id, user, key, hold_seconds=hold_seconds)

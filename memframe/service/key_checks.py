@@ -67,7 +67,8 @@ def prove(
     opens_memory: Callable[[], bool | None],
     now: float,
 ) -> None:
-    """Prove a key (its check `mine`) for a key session, inside the caller's write transaction.
+    """Prove a key (its check `mine`) for a key session, inside the caller's transaction (a write one
+    when no check is stored yet: the owner's proven key then writes it).
 
     With a key check, the key must match it. Without one (an older workspace), the memory proves
     the key if there is one (`opens_memory` answers None when there is none): the owner's proven
