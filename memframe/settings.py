@@ -20,6 +20,7 @@ The config file keeps what a person would keep (TOML; every key optional)::
 
     workspace = "notes"          # the default workspace
     theme = "textual-dark"
+    grounded_capture = true      # an automatic edit the person's message does not support becomes a proposal
     [keymap]                     # binding id -> keys
     save = "ctrl+s"
     [model]
@@ -88,6 +89,9 @@ class Settings:
     model_timeout: float | None = None
     model_tool_choice: str | None = None
     model_system_as_user: bool | None = None
+    #: Whether an automatic edit the person's message of the turn does not support becomes a proposal
+    #: (`memframe.core.grounding`): for small models; a local workspace's, and `serve`'s default.
+    grounded_capture: bool = False
     #: The frame's theme (None: Textual's default).
     theme: str | None = None
     #: The frame's key bindings: binding id (with or without `memframe.`) -> keys.
@@ -137,6 +141,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         model_timeout=model.get("timeout"),
         model_tool_choice=model.get("tool_choice"),
         model_system_as_user=model.get("system_as_user"),
+        grounded_capture=file.get("grounded_capture", False),
         theme=file.get("theme"),
         keymap=MappingProxyType(dict(file.get("keymap", {}))),
     )
@@ -174,6 +179,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "workspace": ((str,), "a workspace name"),
     "theme": ((str,), "a theme name"),
+    "grounded_capture": ((bool,), "true or false"),
     "keymap": ((dict,), "a table of binding id = keys"),
     "model": ((dict,), "a table"),
 }
