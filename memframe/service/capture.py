@@ -66,12 +66,15 @@ class CaptureMixin(AssistantBase):
         committed_version, committed_hash = row[-2:]
         if committed_version is not None:
             return self._replay(admission, int(committed_version), committed_hash, request_hash)
-        # 3. The key session, resolved immediately before the batch: an evicted or forgotten one
+        # 3. The lines it would write: never the recall frame's residue.
+        refuse_frame_residue(changes)
+        # 4. The key session, resolved immediately before the batch: an evicted or forgotten one
         # fails here. An explicit revocation is also a durable row, which the fence reads in the batch.
+        # With grounded capture, the person's message of this turn is read with it, in RAM, and
+        # must support every line written (a refusal only: the batch judges the fence regardless).
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
-        # 4. The lines it would write: never the recall frame's residue; with grounded capture, only
-        # what the person's message of this turn supports (read with the key session, in RAM).
-        self._judge_lines(admission, key, changes)
+        if self.grounded_capture:
+            self._require_grounded(admission, key, changes)
         now = self.db.clock()
         params = {
             "admission_id": admission.id,
@@ -126,12 +129,8 @@ class CaptureMixin(AssistantBase):
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
 
-    def _judge_lines(self, admission: Admission, key: bytes, changes: Sequence[MemoryChange]) -> None:
-        """Refuse, before the batch, a capture whose lines are frame residue or, with grounded
-        capture on, not supported by the person's message of the turn."""
-        refuse_frame_residue(changes)
-        if not self.grounded_capture:
-            return
+    def _require_grounded(self, admission: Admission, key: bytes, changes: Sequence[MemoryChange]) -> None:
+        """CaptureUngrounded unless the person's message of the turn supports every line written."""
         with self.db.read() as conn:
             message = turn_message(conn, key, admission)
         if unsupported := unsupported_lines(message, changes):
