@@ -42,6 +42,8 @@ TOKENS_PER_KIB = 300
 #: A prompt longer than any context a model server on one machine is given, to make it name its own.
 _OVERSIZED_WORDS = 1 << 17
 _CONTEXT_IN_ERROR = re.compile(r"context window of (\d+)|maximum context length is (\d+)", re.IGNORECASE)
+#: What to change when the model's own tool call is unusable: memframe refuses it and writes nothing.
+_SMALL_MODEL = "a larger model; memframe refuses such a call and writes nothing"
 #: The calls of a check answer briefly: enough for an end marker, not a whole essay on two cores.
 _CHECK_MAX_TOKENS = 48
 
@@ -205,11 +207,11 @@ class _Probe:
             )
         call = calls[0]
         if call.malformed:
-            return Check(name, False, f"the call did not parse: {call.malformed}", "a larger model, or --temperature 0")
+            return Check(name, False, f"the call did not parse: {call.malformed}", _SMALL_MODEL)
         try:
             changes = parse_changes(call.arguments)
         except MemframeError as exc:
-            return Check(name, False, f"the call's edits are refused: {exc}", "a larger model, or --temperature 0")
+            return Check(name, False, f"the call's edits are refused: {exc}", _SMALL_MODEL)
         first = changes[0]
         grounded = "; not in the person's words" if unsupported_lines(CAPTURE_MESSAGE, changes) else ""
         written = first.new_line if first.op == "replace" else first.line

@@ -50,7 +50,7 @@ def _current_memory(args: argparse.Namespace) -> tuple[str, str]:
         document = backend.load()
     finally:
         backend.close()
-    return document.text, f"workspace {args.workspace!r}'s memory ({len(document.text.encode())} bytes)"
+    return document.text, f"the memory of workspace {args.workspace!r} ({len(document.text.encode())} bytes)"
 
 
 def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> None:
