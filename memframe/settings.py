@@ -20,6 +20,7 @@ The config file keeps what a person would keep (TOML; every key optional)::
 
     workspace = "notes"          # the default workspace
     theme = "textual-dark"
+    grounded_capture = true      # an automatic edit the person's message does not support becomes a proposal
     [keymap]                     # binding id -> keys
     save = "ctrl+s"
     [model]
@@ -90,6 +91,9 @@ class Settings:
     model_tool_choice: str | None = None
     model_system_as_user: bool | None = None
     model_temperature: float | None = None
+    #: Whether an automatic edit the person's message of the turn does not support becomes a proposal
+    #: (`memframe.core.grounding`): for small models; a local workspace's, and `serve`'s default.
+    grounded_capture: bool = False
     #: The frame's theme (None: Textual's default).
     theme: str | None = None
     #: The frame's key bindings: binding id (with or without `memframe.`) -> keys.
@@ -140,6 +144,7 @@ def load(environ: Mapping[str, str] | None = None) -> Settings:
         model_tool_choice=model.get("tool_choice"),
         model_system_as_user=model.get("system_as_user"),
         model_temperature=model.get("temperature"),
+        grounded_capture=file.get("grounded_capture", False),
         theme=file.get("theme"),
         keymap=MappingProxyType(dict(file.get("keymap", {}))),
     )
@@ -178,6 +183,7 @@ _MODEL_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 _TOP_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "workspace": ((str,), "a workspace name"),
     "theme": ((str,), "a theme name"),
+    "grounded_capture": ((bool,), "true or false"),
     "keymap": ((dict,), "a table of binding id = keys"),
     "model": ((dict,), "a table"),
 }

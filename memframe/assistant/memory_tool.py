@@ -3,7 +3,8 @@
 Off: does nothing and makes no request. Read only: returns a proposal a person
 reviews. Auto: commits behind the fence with Idempotency-Key memory:<admissionId>.
 A version conflict leaves the newer human text untouched and turns the same
-change into a proposal against it, never an automatic rebase. The outcome says
+change into a proposal against it, never an automatic rebase; so does a capture
+that grounded capture finds unsupported by the person's message of the turn. The outcome says
 "Remembered" only for a committed receipt.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from memframe.assistant.automation import Automation
 from memframe.core.edits import MAX_EDITS, MAX_LINE_BYTES, MemoryChange, apply_memory_changes, parse_changes
-from memframe.core.errors import MemframeError, VersionConflict
+from memframe.core.errors import CaptureUngrounded, MemframeError, VersionConflict
 from memframe.core.turns import OutcomeKind, ProposalReason, ToolOutcome
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Mode
 
@@ -107,12 +108,22 @@ def remember(
         )
     except VersionConflict:
         return _propose_against_newer(automation, ctx, changes)
+    except CaptureUngrounded:
+        return _propose(automation, ctx, changes, seen_revision, ProposalReason.UNGROUNDED)
     except MemframeError as exc:
         return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not remembered: {exc}")
     version = receipt.version.version
     return ToolOutcome(
         "remember_in_memory", OutcomeKind.REMEMBERED, f"Remembered (memory version {version}).", version=version
     )
+
+
+#: Why a change waits for a person, as the tool's answer says it.
+_WHY = {
+    ProposalReason.READ_ONLY: "memory is Read only",
+    ProposalReason.CONFLICT: "the memory changed since this message was sent",
+    ProposalReason.UNGROUNDED: "grounded capture is on and the person's message does not contain every word of it",
+}
 
 
 def _propose(
@@ -127,11 +138,7 @@ def _propose(
         )
     except MemframeError as exc:
         return ToolOutcome("remember_in_memory", OutcomeKind.REFUSED, f"Not proposed: {exc}")
-    why = (
-        "memory is Read only"
-        if reason is ProposalReason.READ_ONLY
-        else "the memory changed since this message was sent"
-    )
+    why = _WHY[reason]
     return ToolOutcome(
         "remember_in_memory",
         OutcomeKind.PROPOSED,

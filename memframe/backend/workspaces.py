@@ -102,10 +102,12 @@ def open_backend(
     prompt: PassphrasePrompt | None = None,
     db_path: Path | None = None,
     model: ModelClient | None = None,
+    grounded_capture: bool = False,
 ) -> SealedBackend:
     """The backend for a workspace: remote when a URL is given, else the local embedded one.
 
-    `model` is the Assistant's model for a local workspace; a server chooses its own.
+    `model` is the Assistant's model for a local workspace, and `grounded_capture` its capture
+    policy (`memframe.core.grounding`); a server chooses its own.
     """
     paths.check_workspace_id(workspace_id)
     if remote_url and model is not None:
@@ -130,7 +132,7 @@ def open_backend(
     db = db_path or paths.local_database()
     if not db.exists():
         raise _no_local_workspace(workspace_id)
-    service = MemoryService(db)  # opened once: checked, then handed to the backend, which closes it
+    service = MemoryService(db, grounded_capture=grounded_capture)  # opened once, then handed to the backend
     try:
         if workspace_id not in service.accounts.workspaces():
             raise _no_local_workspace(workspace_id)

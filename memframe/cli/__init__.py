@@ -6,8 +6,8 @@ and `history -p` do not pay at start-up for FastAPI, the MCP SDK or the model cl
 One module per command group: `memory` (init, show, save, history, diff, undo,
 clear, mode, the frame), `provenance` (blame, revert, import, export), `keys`,
 `assistant` (ai, chat, receipts, proposals),
-`server` (serve; `serve` for several workers, `listening`), `admin`, `keysessions` and
-`mcp`; `options` holds the options they share and
+`server` (serve; `serve` for several workers, `listening`), `admin`, `keysessions`,
+`mcp` and `model` (check a model server); `options` holds the options they share and
 `output` the wording they share. Defaults come from `memframe.settings`.
 
 Every failure a person can cause prints one clear line on stderr and exits
@@ -71,6 +71,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
         ("admin", (chosen,)),
         ("keysessions", (chosen,)),  # `keysessions`: the key-session service several servers share
         ("mcp", (common, chosen)),  # `mcp`: notes + Assistant for MCP clients
+        ("model", (common, chosen)),  # `model check`: is a model server ready for memframe
     ]
     for name, options in groups:
         import_module(f"memframe.cli.{name}").register(sub, *options)

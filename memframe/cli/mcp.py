@@ -28,7 +28,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     # A missing workspace or key fails here, fast; a missing `mcp` package fails in serve_stdio,
     # which closes the backend either way.
     backend = open_backend(
-        args.workspace, remote_url=args.remote, token=args.token, prompt=None, model=model_client(args)
+        args.workspace,
+        remote_url=args.remote,
+        token=args.token,
+        prompt=None,
+        model=model_client(args),
+        grounded_capture=args.settings.grounded_capture,
     )
     return serve_stdio(backend)
 

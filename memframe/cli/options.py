@@ -187,7 +187,14 @@ def open_workspace(args: argparse.Namespace, *, model: ModelClient | None = None
     """The workspace the options name, local or remote."""
     from memframe.backend.workspaces import open_backend
 
-    return open_backend(args.workspace, remote_url=args.remote, token=args.token, prompt=prompt, model=model)
+    return open_backend(
+        args.workspace,
+        remote_url=args.remote,
+        token=args.token,
+        prompt=prompt,
+        model=model,
+        grounded_capture=args.settings.grounded_capture,
+    )
 
 
 def add_command(

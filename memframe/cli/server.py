@@ -74,7 +74,8 @@ def open_service(
         for name in ("key_session_idle", "key_session_lifetime")
         if (value := getattr(args, name, None)) is not None
     }
-    service = MemoryService(path, key_sessions=key_sessions, **lifetimes)
+    grounded = bool(getattr(args, "grounded_capture", False))  # serve's --grounded-capture; admin has none
+    service = MemoryService(path, key_sessions=key_sessions, grounded_capture=grounded, **lifetimes)
     try:
         yield service
     finally:
@@ -211,6 +212,13 @@ def register(subparsers: Any, settings: Settings) -> None:
         help="forget it this long after it opened, used or not (default: 43200, twelve hours)",
     )
     add_model_options(serve, settings, purpose="the Assistant's")
+    serve.add_argument(
+        "--grounded-capture",
+        action=argparse.BooleanOptionalAction,
+        default=settings.grounded_capture,
+        help="an automatic memory edit whose words the person's message does not contain becomes a proposal "
+        "instead of a commit; recommended for small models (default: the config file's grounded_capture, else off)",
+    )
     serve.add_argument(
         "--read-timeout",
         type=_positive(float),

@@ -56,6 +56,7 @@ class RefusalReason(enum.StrEnum):
     AMBIGUOUS = "ambiguous"
     AMBIGUOUS_HEADING = "ambiguous_heading"
     BLANK = "blank"
+    FRAME_RESIDUE = "frame_residue"
     INVALID_FIELD = "invalid_field"
     INVALID_HEADING = "invalid_heading"
     INVALID_JSON = "invalid_json"

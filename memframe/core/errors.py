@@ -14,6 +14,7 @@
     ├── FenceRefused            409  the commit fence retired an automatic write
     ├── NamespaceReserved       403  an automation route touched the memory namespace
     ├── CaptureRefused          409  automatic capture is not allowed now (mode, deleted, replay)
+    │   └── CaptureUngrounded   409  grounded capture: the person's message does not support a line
     ├── AIDisabled              409  workspace AI is off: nothing is sent to a model
     ├── ProposalRetired         409  a proposal made before a Clear cannot be applied
     ├── KeySessionUnavailable   409  the key session is closed, expired, evicted, revoked or unknown
@@ -212,6 +213,13 @@ class CaptureRefused(MemframeError):
 
     code = "capture_refused"
     status = 409
+
+
+class CaptureUngrounded(CaptureRefused):
+    """Grounded capture is on and the person's message of the turn does not support a line the
+    capture would write: nothing was written, and the same change may become a proposal."""
+
+    code = "capture_ungrounded"
 
 
 class AIDisabled(MemframeError):

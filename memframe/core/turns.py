@@ -37,6 +37,7 @@ class ProposalReason(enum.StrEnum):
 
     READ_ONLY = "read_only"  # the admission was Read only
     CONFLICT = "conflict"  # Auto, but the memory changed meanwhile: never an automatic rebase
+    UNGROUNDED = "ungrounded"  # Auto with grounded capture, but the person's message does not support it
 
 
 @dataclass(frozen=True)

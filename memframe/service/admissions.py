@@ -131,10 +131,15 @@ def write_admission(conn: sqlite3.Connection, admission: Admission, idempotency_
 class AssistantBase:
     """What every part of the Assistant service shares: storage, key sessions, credentials."""
 
-    def __init__(self, db: Database, accounts: Accounts, key_sessions: KeySessionStore) -> None:
+    def __init__(
+        self, db: Database, accounts: Accounts, key_sessions: KeySessionStore, *, grounded_capture: bool = False
+    ) -> None:
+        """`grounded_capture` turns an automatic edit the person's message does not support into a
+        proposal (`memframe.core.grounding`); it only adds a refusal, never loosens the fence."""
         self.db = db
         self.accounts = accounts
         self.key_sessions = key_sessions
+        self.grounded_capture = grounded_capture
 
     def _admission_for(self, conn: sqlite3.Connection, workspace_id: str, credential: str) -> Admission:
         admission_id, _ = parse_credential(credential)

@@ -4,6 +4,11 @@ The path reads as the contract does: the admission is read, a transport retry of
 committed capture replays its receipt, the key session is resolved immediately before the batch,
 and one transaction writes the version (expected version, no tombstone revival), inserts the fence
 row whose CHECK judges the admission, and marks the admission committed.
+
+Before the batch, the lines the capture would write are judged (`memframe.core.grounding`): a line
+carrying the recall frame's residue is always refused, and with grounded capture on, a line the
+person's message of the turn does not support is refused as `CaptureUngrounded`, which the tool
+turns into a proposal. Both only add refusals; neither loosens the fence.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from collections.abc import Sequence
 
 from memframe import sealing
 from memframe.core.edits import MemoryChange, apply_memory_changes
-from memframe.core.errors import CaptureRefused, FenceRefused, InvalidInput, VersionConflict
+from memframe.core.errors import CaptureRefused, CaptureUngrounded, FenceRefused, InvalidInput, VersionConflict
+from memframe.core.grounding import refuse_frame_residue, unsupported_lines
 from memframe.core.turns import CaptureReceipt
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
 from memframe.service import files
@@ -23,6 +29,7 @@ from memframe.service.admissions import ADMISSION_COLUMNS, Admission, AssistantB
 from memframe.service.fence import FENCE_INSERT, failed_predicates
 from memframe.service.policy import read_policy
 from memframe.service.proposals import edit_dicts
+from memframe.service.transcript import turn_message
 
 #: The admission a capture presents, with what its turn has committed already (if anything).
 _CAPTURE_ADMISSION = (
@@ -59,9 +66,15 @@ class CaptureMixin(AssistantBase):
         committed_version, committed_hash = row[-2:]
         if committed_version is not None:
             return self._replay(admission, int(committed_version), committed_hash, request_hash)
-        # 3. The key session, resolved immediately before the batch: an evicted or forgotten one
+        # 3. The lines it would write: never the recall frame's residue.
+        refuse_frame_residue(changes)
+        # 4. The key session, resolved immediately before the batch: an evicted or forgotten one
         # fails here. An explicit revocation is also a durable row, which the fence reads in the batch.
+        # With grounded capture, the person's message of this turn is read with it, in RAM, and
+        # must support every line written (a refusal only: the batch judges the fence regardless).
         key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
+        if self.grounded_capture:
+            self._require_grounded(admission, key, changes)
         now = self.db.clock()
         params = {
             "admission_id": admission.id,
@@ -73,7 +86,7 @@ class CaptureMixin(AssistantBase):
         written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
 
         def batch(conn: sqlite3.Connection) -> VersionInfo:
-            # 4. One transaction (its own savepoint in a group commit): the base is read here, so an
+            # 5. One transaction (its own savepoint in a group commit): the base is read here, so an
             # earlier write of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
             version = expected_version + 1
@@ -115,6 +128,17 @@ class CaptureMixin(AssistantBase):
             ) from None
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
+
+    def _require_grounded(self, admission: Admission, key: bytes, changes: Sequence[MemoryChange]) -> None:
+        """CaptureUngrounded unless the person's message of the turn supports every line written."""
+        with self.db.read() as conn:
+            message = turn_message(conn, key, admission)
+        if unsupported := unsupported_lines(message, changes):
+            edits = ", ".join(str(u.index) for u in unsupported)
+            raise CaptureUngrounded(
+                f"Not written: grounded capture is on and the person's message of this turn does not "
+                f"contain every word of edit {edits}."
+            )
 
     def _sealed(
         self,

@@ -16,6 +16,7 @@ from typing import Any
 from memframe import sealing
 from memframe.core.edits import MemoryChange
 from memframe.core.errors import CaptureRefused, InvalidInput, NotFound, ProposalRetired
+from memframe.core.grounding import refuse_frame_residue
 from memframe.core.turns import ProposalReason, ProposalRecord, ProposalStatus
 from memframe.core.types import Mode
 from memframe.service.accounts import require_member
@@ -42,6 +43,7 @@ class ProposalsMixin(AssistantBase):
         # for a turn admitted in Auto or Read only before the switch.
         if Mode.OFF in (admission.mode, current_mode):
             raise CaptureRefused("Memory is Off; the Assistant proposes nothing.")
+        refuse_frame_residue(changes)  # a line from the frame around memory is junk, even for review
         key = self.key_sessions.resolve(admission.key_session_id, workspace_id)
         proposal_id = "prop_" + secrets.token_hex(8)
         sealed = sealing.seal_proposal(key, _edits_json(changes), workspace_id=workspace_id, proposal_id=proposal_id)

@@ -66,17 +66,22 @@ class MemoryService:
         key_session_idle: float = DEFAULT_IDLE_SECONDS,
         key_session_lifetime: float = DEFAULT_LIFETIME_SECONDS,
         key_sessions: KeySessionStore | None = None,
+        grounded_capture: bool = False,
     ) -> None:
         """`key_session_idle` and `key_session_lifetime` (seconds) bound how long a key stays in RAM:
         unused for the first, or at all past the second (`memframe serve --key-session-idle/-lifetime`).
 
         `key_sessions` is where keys live when not in this process: a `RemoteKeySessions` that asks the
-        one key-session service several workers share (which then holds the idle time and lifetime)."""
+        one key-session service several workers share (which then holds the idle time and lifetime).
+
+        `grounded_capture` (`memframe serve --grounded-capture`, or the config file's `grounded_capture`
+        for a local workspace) makes an automatic edit the person's message does not support a proposal."""
         self.db = open_database(db_path, clock=clock)
         if key_sessions is None:
             key_sessions = KeySessions(clock, idle_seconds=key_session_idle, lifetime_seconds=key_session_lifetime)
         self.key_sessions: KeySessionStore = key_sessions
         self.accounts = Accounts(self.db, self.key_sessions)
+        self.grounded_capture = grounded_capture
 
     @cached_property
     def assistant(self) -> AssistantService:
@@ -84,7 +89,7 @@ class MemoryService:
         first use: the frame and the file commands never import it."""
         from memframe.service.assistant import AssistantService
 
-        return AssistantService(self.db, self.accounts, self.key_sessions)
+        return AssistantService(self.db, self.accounts, self.key_sessions, grounded_capture=self.grounded_capture)
 
     def close(self) -> None:
         self.db.close()

@@ -6,10 +6,12 @@ replayed from stored records.
 
 from __future__ import annotations
 
+import sqlite3
+
 from memframe import sealing
 from memframe.core.blame import CaptureOrigin
 from memframe.service.accounts import require_member
-from memframe.service.admissions import AssistantBase
+from memframe.service.admissions import Admission, AssistantBase
 
 
 class TranscriptMixin(AssistantBase):
@@ -74,3 +76,23 @@ class TranscriptMixin(AssistantBase):
         return sealing.open_transcript(
             key, workspace_id, admission.conversation_id, [(str(r[0]), bytes(r[1])) for r in rows]
         )
+
+
+def turn_message(conn: sqlite3.Connection, key: bytes, admission: Admission) -> str:
+    """The person's message of the turn `admission` admitted, opened with its key session's key in
+    RAM; "" when the turn stored none (nothing then supports a grounded capture)."""
+    row = conn.execute(
+        "SELECT seq, sealed_content FROM conversation_messages WHERE admission_id = ? AND role = 'user'"
+        " ORDER BY seq LIMIT 1",
+        (admission.id,),
+    ).fetchone()
+    if row is None:
+        return ""
+    return sealing.open_message(
+        key,
+        bytes(row[1]),
+        workspace_id=admission.workspace_id,
+        conversation_id=admission.conversation_id,
+        seq=int(row[0]),
+        role="user",
+    )

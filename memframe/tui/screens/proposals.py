@@ -34,7 +34,11 @@ if TYPE_CHECKING:
     from memframe.core.turns import Proposal
 
 #: Why the Assistant proposed rather than remembered, in a few words: the list fits 80 columns.
-REASONS = {ProposalReason.READ_ONLY: "Read only", ProposalReason.CONFLICT: "memory changed"}
+REASONS = {
+    ProposalReason.READ_ONLY: "Read only",
+    ProposalReason.CONFLICT: "memory changed",
+    ProposalReason.UNGROUNDED: "not in your words",
+}
 
 
 class ProposalsScreen(Screen[None]):

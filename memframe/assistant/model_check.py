@@ -1,0 +1,364 @@
+"""`memframe model check`: probe a model server the way memframe will use it, one line per check.
+
+A server that is up can still fail a person in ways a chat window never shows: an empty answer
+under one chat format, a tool call that does not parse, a stream cut off by a second request, a
+context too small for the memory. Each check here sends what the runtime sends (its system
+prompt, the current memory's recall block, its tools, the configured tool choice) through the
+same client (`OpenAIChatModel`), and says what to change where it fails.
+
+Checks, in order: the server is reachable; it knows the model; a plain answer is not empty; a
+forced `remember_in_memory` call parses as edits; a streamed answer ends with its end marker; the
+context window holds the prompt with the current memory and `max_tokens`. A check that cannot be
+judged (the server does not say) is reported as such and does not fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from memframe.assistant.automation import Automation
+from memframe.assistant.document_tools import DocumentTools
+from memframe.assistant.memory_tool import SCHEMA as MEMORY_TOOL
+from memframe.assistant.models import Message
+from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
+from memframe.assistant.runtime import SYSTEM_PROMPT
+from memframe.core.edits import parse_changes
+from memframe.core.errors import MemframeError
+from memframe.core.grounding import unsupported_lines
+from memframe.core.recall import recall_status_for_text, render_recall_block
+from memframe.core.types import MEMORY_RECALL_MAX_BYTES, RecallStatus, utf8_size
+
+__all__ = ["Check", "run_checks"]
+
+PLAIN_QUESTION = "What is the capital of France? Answer in one short sentence."
+CAPTURE_MESSAGE = "Please remember this: my cat is called Miso."
+#: Tokens a full memory costs, per KiB: the contract's measure for mixed Japanese/English Markdown.
+TOKENS_PER_KIB = 300
+#: A prompt longer than any context a model server on one machine is given, to make it name its own.
+_OVERSIZED_WORDS = 1 << 17
+_CONTEXT_IN_ERROR = re.compile(r"context window of (\d+)|maximum context length is (\d+)", re.IGNORECASE)
+#: What to change when the model's own tool call is unusable: memframe refuses it and writes nothing.
+_SMALL_MODEL = "a larger model; memframe refuses such a call and writes nothing"
+#: The calls of a check answer briefly: enough for an end marker, not a whole essay on two cores.
+_CHECK_MAX_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's verdict: True passed, False failed, None could not be judged."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+    def line(self) -> str:
+        mark = {True: "ok  ", False: "FAIL", None: "??  "}[self.ok]
+        tail = f" -> {self.fix}" if self.fix and self.ok is not True else ""
+        return f"{mark} {self.name}: {self.detail}{tail}"
+
+
+def run_checks(
+    options: ModelOptions,
+    *,
+    memory: str = "",
+    transport: Any = None,
+    say: Callable[[Check], None] | None = None,
+) -> list[Check]:
+    """Every check against the server `options` names, with `memory` as the current memory text.
+
+    `say` hears each check as it is judged (a model on a small machine takes a while per call).
+    A server that cannot be reached ends the run after its one line."""
+    probe = _Probe(options, memory, transport)
+    checks: list[Check] = []
+    try:
+        for step in (probe.reachable, probe.model_known, probe.plain, probe.forced_tool, probe.stream, probe.context):
+            check = step()
+            checks.append(check)
+            if say is not None:
+                say(check)
+            if step == probe.reachable and check.ok is False:
+                break
+    finally:
+        probe.close()
+    return checks
+
+
+class _Probe:
+    """The state the checks share: the server's model list and the prompt memframe would send."""
+
+    def __init__(self, options: ModelOptions, memory: str, transport: Any) -> None:
+        import httpx
+
+        self.options = options
+        self.transport = transport
+        headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
+        self.http = httpx.Client(
+            base_url=options.url.rstrip("/"), headers=headers, timeout=options.timeout, transport=transport
+        )
+        self.models: list[dict[str, Any]] | None = None
+        self.memory = memory
+        self.tools = [MEMORY_TOOL, *(schema for schema, _ in DocumentTools(cast(Automation, None)).tools())]
+        block = None
+        if recall_status_for_text(memory) is RecallStatus.PROVIDED:
+            block = render_recall_block(
+                status=RecallStatus.PROVIDED, text=memory, revision=1, workspace="check", bound_to="check/0"
+            )
+        self.system = SYSTEM_PROMPT if block is None else f"{SYSTEM_PROMPT}\n\n{block}"
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _client(self, **changes: Any) -> OpenAIChatModel:
+        brief = min(self.options.max_tokens, _CHECK_MAX_TOKENS)
+        options = dataclasses.replace(self.options, **{"max_tokens": brief, **changes})
+        return OpenAIChatModel(options, transport=self.transport)
+
+    def _messages(self, text: str) -> list[Message]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
+
+    # --- the checks ----------------------------------------------------------------------
+
+    def reachable(self) -> Check:
+        import httpx
+
+        name = "reachable"
+        try:
+            response = self.http.get("/models")
+        except httpx.HTTPError as exc:
+            return Check(
+                name,
+                False,
+                f"{self.options.url} cannot be reached ({type(exc).__name__})",
+                "start the model server, or point --model-url (or [model] url) at it",
+            )
+        if response.status_code in (401, 403):
+            return Check(name, False, f"the server refused the API key ({response.status_code})", "$MEMFRAME_MODEL_KEY")
+        if response.status_code == 200:
+            try:
+                data = response.json().get("data")
+                self.models = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else None
+            except (ValueError, AttributeError):
+                self.models = None
+        return Check(name, True, f"{self.options.url} answers (GET /models: {response.status_code})")
+
+    def model_known(self) -> Check:
+        name = "model known"
+        if self.models is None:
+            return Check(name, None, "the server lists no models at GET /models, so the name cannot be checked")
+        ids = [str(m.get("id")) for m in self.models]
+        if self.options.name in ids:
+            return Check(name, True, f"{self.options.name!r} is served")
+        offered = ", ".join(repr(i) for i in ids[:5]) or "nothing"
+        fix = f"--model {ids[0]!r} (or [model] name)" if ids else "load a model on the server"
+        if len(ids) == 1:
+            fix += ", or start llama-cpp-python with --model_alias to give it a short name"
+        return Check(name, False, f"the server serves {offered}, not {self.options.name!r}", fix)
+
+    def plain(self) -> Check:
+        """A plain answer as the runtime asks for one: memory, tools and the configured tool choice;
+        a tool call first is answered with a harmless result, as the runtime answers it."""
+        name = "plain answer"
+        client = self._client(stream=False)
+        messages = self._messages(PLAIN_QUESTION)
+        try:
+            reply = client.complete(messages, self.tools)
+            if reply.tool_calls:
+                messages = [*messages, *_answered(reply.tool_calls)]
+                reply = client.complete(messages, self.tools)
+        except MemframeError as exc:
+            return Check(name, False, str(exc), _fix_for(str(exc)))
+        finally:
+            client.close()
+        text = " ".join((reply.content or "").split())
+        if not text:
+            return Check(
+                name,
+                False,
+                "the answer was empty"
+                + (" (the model called a tool again instead of answering)" if reply.tool_calls else ""),
+                "llama-cpp-python's chatml-function-calling with tool choice auto answers nothing: use "
+                "--chat_format gemma on the server and --system-as-user here",
+            )
+        shown = text if len(text) <= 60 else text[:59] + "…"
+        return Check(name, True, f"{shown!r}")
+
+    def forced_tool(self) -> Check:
+        name = "forced tool call"
+        client = self._client(stream=False, tool_choice="remember_in_memory", max_tokens=self.options.max_tokens)
+        try:
+            reply = client.complete(self._messages(CAPTURE_MESSAGE), self.tools)
+        except MemframeError as exc:
+            return Check(name, False, str(exc), _fix_for(str(exc)))
+        finally:
+            client.close()
+        calls = [c for c in reply.tool_calls if c.name == "remember_in_memory"]
+        if not calls:
+            return Check(
+                name,
+                False,
+                "asked to call remember_in_memory, the model did not",
+                "a server that honours a forced tool_choice (llama-cpp-python constrains it with a grammar)",
+            )
+        call = calls[0]
+        if call.malformed:
+            return Check(name, False, f"the call did not parse: {call.malformed}", _SMALL_MODEL)
+        try:
+            changes = parse_changes(call.arguments)
+        except MemframeError as exc:
+            return Check(name, False, f"the call's edits are refused: {exc}", _SMALL_MODEL)
+        first = changes[0]
+        grounded = "; not in the person's words" if unsupported_lines(CAPTURE_MESSAGE, changes) else ""
+        written = first.new_line if first.op == "replace" else first.line
+        return Check(name, True, f"{first.op} {written!r}{grounded}")
+
+    def stream(self) -> Check:
+        """A streamed answer, read here event by event: it must end with a finish_reason."""
+        import httpx
+
+        name = "stream end"
+        if not self.options.stream:
+            return Check(name, None, "not checked: --no-stream asks for whole answers")
+        client = self._client()
+        body = client.request_body(self._messages(PLAIN_QUESTION), [], stream=True)
+        client.close()
+        finish: str | None = None
+        events = 0
+        done = False
+        try:
+            with self.http.stream("POST", "/chat/completions", json=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    return Check(name, False, f"streaming was refused ({response.status_code})", "--no-stream")
+                if "text/event-stream" not in response.headers.get("content-type", ""):
+                    return Check(name, True, "the server answers whole even when asked to stream; memframe reads it")
+                for line in response.iter_lines():
+                    data = line[5:].strip() if line.startswith("data:") else None
+                    if data is None:
+                        continue
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    events += 1
+                    for choice in _choices(data):
+                        finish = choice.get("finish_reason") or finish
+        except httpx.HTTPError as exc:
+            return Check(name, False, f"the stream broke ({type(exc).__name__})", "--no-stream")
+        if finish is None:
+            return Check(
+                name,
+                False,
+                f"{events} events{' and [DONE]' if done else ''}, but no finish_reason: the server ended it early",
+                "llama-cpp-python: --interrupt_requests false (another request cut this one off); or --no-stream",
+            )
+        return Check(name, True, f"finish_reason {finish!r}{' and [DONE]' if done else ''}")
+
+    def context(self) -> Check:
+        name = "context window"
+        needed_now, full = self._needed()
+        if needed_now is None:
+            return Check(name, None, "the server did not count the prompt's tokens (no usage in its answer)")
+        window = self._window()
+        plan = f"prompt + current memory + max_tokens {self.options.max_tokens} = {needed_now} tokens"
+        plan += f"; a full {MEMORY_RECALL_MAX_BYTES // 1024} KiB memory needs about {full}"
+        if window is None:
+            return Check(name, None, f"the server does not say its window; {plan}", f"give it at least {full}")
+        if window < needed_now:
+            return Check(name, False, f"{window} < {plan}", f"llama-cpp-python: --n_ctx {full}; or --max-tokens lower")
+        if window < full:
+            return Check(name, True, f"{window} holds {plan}", f"--n_ctx {full} for a full memory")
+        return Check(name, True, f"{window} holds {plan}")
+
+    # --- what the context check asks --------------------------------------------------------
+
+    def _needed(self) -> tuple[int | None, int]:
+        """Tokens the runtime's first call needs now, and (estimated) with a full memory."""
+        import httpx
+
+        client = self._client(stream=False, max_tokens=1)
+        body = client.request_body(self._messages(PLAIN_QUESTION), self.tools, stream=False)
+        client.close()
+        try:
+            response = self.http.post("/chat/completions", json=body)
+            prompt = int(response.json()["usage"]["prompt_tokens"])
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):  # the server did not count
+            return None, 0
+        room = max(0, MEMORY_RECALL_MAX_BYTES - utf8_size(self.memory))
+        more = -(-room * TOKENS_PER_KIB // 1024)
+        return prompt + self.options.max_tokens, prompt + more + self.options.max_tokens
+
+    def _window(self) -> int | None:
+        """The server's context window where it says it: vLLM's max_model_len, llama.cpp's /props,
+        or llama-cpp-python's refusal of a prompt longer than any window (refused before any work)."""
+        import httpx
+
+        for model in self.models or []:
+            if model.get("id") == self.options.name and isinstance(model.get("max_model_len"), int):
+                return int(model["max_model_len"])
+        root = self.options.url.rstrip("/").removesuffix("/v1")
+        try:
+            props = self.http.get(f"{root}/props").json()
+            n_ctx = props.get("default_generation_settings", {}).get("n_ctx") or props.get("n_ctx")
+            if isinstance(n_ctx, int):
+                return n_ctx
+        except (httpx.HTTPError, ValueError, AttributeError):  # no /props: not llama.cpp's own server
+            pass
+        if not _is_llama_cpp_python(self.models):
+            return None
+        oversized = {
+            "model": self.options.name,
+            "messages": [{"role": "user", "content": "memframe " * _OVERSIZED_WORDS}],
+            "max_tokens": 1,
+        }
+        try:
+            said = self.http.post("/chat/completions", json=oversized).text
+        except httpx.HTTPError:
+            return None
+        found = _CONTEXT_IN_ERROR.search(said)
+        return None if found is None else int(found.group(1) or found.group(2))
+
+
+def _answered(calls: Sequence[Any]) -> list[Message]:
+    """The runtime's two messages after a tool call: the call, and a result that did nothing."""
+    return [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw_arguments or "{}"}}
+                for c in calls
+            ],
+        },
+        *(
+            {"role": "tool", "tool_call_id": c.id, "content": "Not run (memframe model check): nothing was done."}
+            for c in calls
+        ),
+    ]
+
+
+def _choices(data: str) -> list[dict[str, Any]]:
+    try:
+        choices = json.loads(data).get("choices") or []
+    except (ValueError, AttributeError):
+        return []
+    return [c for c in choices if isinstance(c, dict)]
+
+
+def _is_llama_cpp_python(models: list[dict[str, Any]] | None) -> bool:
+    """llama-cpp-python lists its models as owned by "me" with no permissions."""
+    return bool(models) and all(m.get("owned_by") == "me" and m.get("permissions") == [] for m in models or [])
+
+
+def _fix_for(message: str) -> str:
+    if "did not answer in time" in message:
+        return "--model-timeout longer (a small machine takes a while per call)"
+    if "cannot be reached" in message:
+        return "start the model server, or fix --model-url"
+    if "/chat/completions" in message:
+        return "--model-url ending in /v1"
+    return "see the server's own log"
