@@ -34,6 +34,7 @@ from memframe.core.errors import (
 from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, StoredVersion, VersionInfo
 
 if TYPE_CHECKING:  # named in signatures only: the Assistant's records are not loaded before they are used
+    from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
     from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 
 __all__ = [
@@ -110,6 +111,15 @@ class MemoryStore(Protocol):
 
     def set_key_check(self, key_check: str) -> None:
         """Write the key check once; another value than the stored one is WrongKey, nothing changed."""
+
+    def rotation(self) -> Rotation | None:
+        """The newest rotation of the workspace key: when, by whom, and its sealed record."""
+
+    def sealed_records(self) -> SealedRecords:
+        """The key check, every transcript message and proposal (sealed), and the newest rotation."""
+
+    def rotate_key(self, plan: RotationPlan) -> Destroyed:
+        """Swap in a rotation in one transaction against the state it was made from, or change nothing."""
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         """Hand the key to the service's RAM for a while; refused unless the key is proven (it

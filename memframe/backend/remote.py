@@ -37,6 +37,7 @@ from memframe.core.errors import (
     Unavailable,
     error_from_payload,
 )
+from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
@@ -46,6 +47,7 @@ from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVer
 DEFAULT_TIMEOUT = 10.0
 #: A send runs a whole Assistant turn (several model calls) before it answers.
 SEND_TIMEOUT = 300.0
+_NO_REMOTE_ROTATION = "Rotating the key of a server's workspace is not available over HTTP yet; nothing was changed."
 _Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
@@ -261,6 +263,15 @@ class RemoteStore:
 
     def set_key_check(self, key_check: str) -> None:
         self._request("PUT", f"{self._prefix}/key-check", write=True, json={"keyCheck": key_check})
+
+    def rotation(self) -> Rotation | None:
+        return None  # not served over HTTP yet: a client told its key is wrong is told so plainly
+
+    def sealed_records(self) -> SealedRecords:
+        raise InvalidInput(_NO_REMOTE_ROTATION)
+
+    def rotate_key(self, plan: RotationPlan) -> Destroyed:
+        raise InvalidInput(_NO_REMOTE_ROTATION)
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         body = {"key": base64.b64encode(key).decode("ascii")}

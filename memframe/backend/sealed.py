@@ -20,16 +20,19 @@ from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.compact import Compacted, compact
 from memframe.backend.heads import SeenHeads
+from memframe.backend.rotation import Forgotten, RotationRecord, read_record, rotate, rotated
 from memframe.backend.save_state import SaveState
 from memframe.backend.verify import verify_chains
 from memframe.core.errors import (
     ChainBroken,
+    DecryptionFailed,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
     NotFound,
     ProposalNotMarked,
     ProposalRetired,
+    RolledBack,
     VersionConflict,
     WrongKey,
 )
@@ -46,6 +49,7 @@ from memframe.core.types import (
 )
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
+    from memframe.core.rotation import Destroyed
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
@@ -113,8 +117,11 @@ class SealedBackend:
                     first = max(1, version - (version - 1) % sealing.KEYFRAME_EVERY)
                     try:
                         stored = self.store.get_versions(path, list(range(first, version + 1)))
-                    except NotFound:
-                        return None
+                    except NotFound:  # the run starts before a forgetting: this version alone
+                        try:
+                            stored = self.store.get_versions(path, [version])
+                        except NotFound:
+                            return None
                     runs.update((s.info.version, s.ciphertext) for s in stored)
                 return runs.get(version)
 
@@ -123,7 +130,34 @@ class SealedBackend:
         return made
 
     def _observe(self, path: str, head: StoredVersion | None) -> str:
-        """Check a head the server presents against what was seen, open it, then record it."""
+        """Check a head the server presents against what was seen, open it, then record it; a head
+        that fails because the workspace key was rotated says so (`_after_rotation`)."""
+        try:
+            return self._observe_head(path, head)
+        except (DecryptionFailed, RolledBack) as exc:
+            return self._after_rotation(path, head, exc)
+
+    def _after_rotation(self, path: str, head: StoredVersion | None, exc: MemframeError) -> str:
+        """Explain `exc` by a key rotation where one explains it, else raise it unchanged.
+
+        A key that no longer matches the key check was rotated away: KeyRotated, and nothing is
+        written with it. With the current key, a head re-sealed by a rotation (the same version,
+        another ciphertext than this machine saw) is accepted when the rotation's record, sealed
+        under this key, names exactly that ciphertext as the head it made."""
+        if self.store.get_key_check() != sealing.key_check(self._key, self.workspace_id):
+            raise rotated(self.store.rotation()) from None
+        if head is None or head.ciphertext is None or not isinstance(exc, RolledBack):
+            raise exc
+        record = read_record(self._key, self.workspace_id, self.store.rotation())
+        digest = sealing.content_hash(head.ciphertext)
+        if record is None or record.heads.get(path) != (head.info.version, digest):
+            raise exc
+        text = self._open_version(path, head.info.version, head.ciphertext)
+        self.seen.note(path, head.info.version, digest, None)
+        self._note(path, head.info.version, head.ciphertext, digest, text)
+        return text
+
+    def _observe_head(self, path: str, head: StoredVersion | None) -> str:
         if head is None:
             self.seen.check(path, 0, "")
             return ""
@@ -243,8 +277,55 @@ class SealedBackend:
         }
 
     def verify(self) -> list[tuple[str, int]]:
-        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each."""
-        return verify_chains(self.store, self._key, self.seen)
+        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each.
+        A document whose older versions were forgotten is walked from its first kept version, as the
+        rotation record sealed under this key says; any other gap is a break."""
+        record = self.rotation_record()
+        starts = {} if record is None else {p: f.before for p, f in record.forgotten.items()}
+        return verify_chains(self.store, self._key, self.seen, starts)
+
+    def rotation_record(self) -> RotationRecord | None:
+        """The newest key rotation's record, opened under this key (KeyRotated if this key is old)."""
+        rotation = self.store.rotation()
+        try:
+            return read_record(self._key, self.workspace_id, rotation)
+        except DecryptionFailed:
+            raise rotated(rotation) from None
+
+    def forgotten(self, path: str = MEMORY_PATH) -> Forgotten | None:
+        """Whether (and when, by whom) the versions before some N of `path` were forgotten."""
+        record = self.rotation_record()
+        return None if record is None else record.forgotten.get(path)
+
+    def rotate_key(
+        self,
+        new_key: bytes,
+        *,
+        who: str,
+        forget_before: int | None = None,
+        conversations: bool = False,
+        after_each: Callable[[str, int], None] | None = None,
+    ) -> Destroyed:
+        """Rotate the workspace key (`memframe.backend.rotation`), then use the new one: the key
+        session under the old key is gone (the server revoked it) and what was seen is re-noted."""
+        with contextlib.suppress(MemframeError):
+            self.close_key_session()
+        destroyed, record = rotate(
+            self.store,
+            self._key,
+            new_key,
+            who=who,
+            forget_before=forget_before,
+            conversations=conversations,
+            after_each=after_each,
+        )
+        self._key = new_key
+        self._heads.clear()
+        self._openers.clear()
+        for path, (version, digest) in record.heads.items():
+            start = record.forgotten[path].before if path in record.forgotten else 1
+            self.seen.note(path, version, digest, start)
+        return destroyed
 
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
         """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""

@@ -64,6 +64,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     groups: list[tuple[str, tuple[object, ...]]] = [
         ("memory", (common,)),
         ("keys", (common,)),
+        ("forget", (common,)),  # `forget --before N`: key rotation that destroys older versions
         ("assistant", (common, chosen)),
         ("server", (chosen,)),
         ("admin", (chosen,)),

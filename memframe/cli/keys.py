@@ -1,4 +1,5 @@
-"""`memframe key export|import`: pass a workspace key between members, passphrase-wrapped, never via a server."""
+"""`memframe key export|import|rotate`: pass a workspace key between members, passphrase-wrapped, never
+via a server; rotate it (`memframe.cli.forget`)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ def cmd_key(args: argparse.Namespace) -> int:
     from memframe.sealing import keyfiles
     from memframe.sealing.keyfiles import load_key, write_key
 
+    if args.key_command == "rotate":
+        from memframe.cli.forget import cmd_rotate
+
+        return cmd_rotate(args)
+    if args.file is None:
+        from memframe.core.errors import InvalidInput
+
+        raise InvalidInput(f"'memframe key {args.key_command}' needs a FILE.")
     if args.key_command == "export":
         key = load_key(args.workspace, remote_url=args.remote, prompt=prompt)
         passphrase = args.settings.export_passphrase or new_passphrase(EXPORT_VARIABLE)
@@ -77,7 +86,8 @@ def _read_bytes(source: str) -> bytes:
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add `key` to the memframe command."""
-    p = add_command(sub, common, "key", cmd_key, "export or import a workspace key (passphrase-wrapped)")
-    p.add_argument("key_command", choices=["export", "import"])
-    p.add_argument("file", metavar="FILE")
+    p = add_command(sub, common, "key", cmd_key, "export, import (passphrase-wrapped) or rotate a workspace key")
+    p.add_argument("key_command", choices=["export", "import", "rotate"])
+    p.add_argument("file", metavar="FILE", nargs="?")
     p.add_argument("--force", action="store_true", help="import over an existing key")
+    p.add_argument("--yes", action="store_true", help="rotate without asking (for scripts)")

@@ -40,7 +40,8 @@ header is authenticated with the text. `place` says where the text belongs:
 * a transcript message: ``b"transcript\\x00" workspace \\x00 conversation \\x00 seq \\x00 role``,
   a namespace no note path can take, so a message cannot be swapped into a note, reordered or
   dropped from the middle;
-* a proposal: ``b"proposal\\x00" workspace \\x00 proposal id``.
+* a proposal: ``b"proposal\\x00" workspace \\x00 proposal id``;
+* a key rotation's record: ``b"rotation\\x00" workspace \\x00 rotation number``.
 
 A sealed empty text is exactly `SEALED_EMPTY_BYTES` (73) bytes: what a Clear must send.
 
@@ -121,6 +122,11 @@ def transcript_place(workspace_id: str, conversation_id: str, seq: int, role: st
 
 def proposal_place(workspace_id: str, proposal_id: str) -> bytes:
     return b"proposal\x00" + workspace_id.encode() + b"\x00" + proposal_id.encode()
+
+
+def rotation_place(workspace_id: str, number: int) -> bytes:
+    """A key rotation's record (which heads were re-sealed, which versions forgotten)."""
+    return b"rotation\x00" + workspace_id.encode() + b"\x00" + str(number).encode()
 
 
 def associated_data(workspace_id: str, path: str) -> bytes:

@@ -7,6 +7,7 @@ membership inside the same transaction that reads or writes.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput
 from memframe.core.namespace import refuse_lookalike
+from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -31,7 +33,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files
+from memframe.service import files, rotation
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -215,6 +217,44 @@ class MemoryService:
 
             raise WrongKey("This workspace already has another key; nothing was changed.")
         return str(stored)
+
+    # --- key rotation (forgetting) ------------------------------------------------------------
+
+    def sealed_records(self, user: str, workspace_id: str) -> SealedRecords:
+        """What a rotation re-seals besides file versions (`memframe.service.rotation`)."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return rotation.sealed_records(conn, workspace_id)
+
+    def latest_rotation(self, user: str, workspace_id: str) -> Rotation | None:
+        """The newest rotation of the workspace's key (when, by whom, its sealed record), if any."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return rotation.latest_rotation(conn, workspace_id)
+
+    def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan) -> Destroyed:
+        """Swap in a rotation in one transaction (`rotation.rotate`), forget the revoked sessions'
+        keys, then take the old bytes off the disk (`Database.scrub`)."""
+        with self.db.destroying(), self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            live = self._live_sessions(conn, workspace_id)
+            done = rotation.rotate(conn, workspace_id, user, self.db.clock(), plan, live)
+        for session in live:
+            self.key_sessions.forget(session)
+        # A session opened with the old key while the rotation ran (it read the old key check before
+        # the swap) is revoked now; any later one is refused by the new key check.
+        with self.db.write() as conn:
+            late = self._live_sessions(conn, workspace_id) - live
+            rotation.revoke(conn, workspace_id, self.db.clock(), late)
+        for session in late:
+            self.key_sessions.forget(session)
+        return dataclasses.replace(done, disk=self.db.scrub())
+
+    def _live_sessions(self, conn: sqlite3.Connection, workspace_id: str) -> set[str]:
+        members = [
+            str(r[0]) for r in conn.execute("SELECT user_id FROM memberships WHERE workspace_id = ?", (workspace_id,))
+        ]
+        return {sid for member in members for sid, _ in self.key_sessions.sessions_of(member, workspace_id)}
 
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""
