@@ -49,15 +49,11 @@ class RotationRecord:
     forgotten: dict[str, Forgotten]
 
 
-def when(seconds: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
-
-
 def rotated(rotation: Rotation | None) -> Exception:
     """What a machine whose key no longer matches the workspace's key check is told."""
     if rotation is None:
         return WrongKey("This key is not the workspace's key; nothing was changed.")
-    return KeyRotated.since(when(rotation.rotated_at), rotation.rotated_by)
+    return KeyRotated.since(rotation.rotated_at, rotation.rotated_by)
 
 
 def read_record(key: bytes, workspace_id: str, rotation: Rotation | None) -> RotationRecord | None:

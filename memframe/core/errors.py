@@ -301,10 +301,13 @@ class KeyRotated(MemframeError):
     status = 409
 
     @classmethod
-    def since(cls, rotated_at: str, rotated_by: str) -> KeyRotated:
-        """The one line a member with the old key reads (`rotated_at` already a date for people)."""
+    def since(cls, rotated_at: float, rotated_by: str) -> KeyRotated:
+        """The one line a member with the old key reads (`rotated_at` in seconds since the epoch)."""
+        import time
+
+        day = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rotated_at))
         return cls(
-            f"The workspace key was rotated on {rotated_at} by {rotated_by}; ask them for the new key "
+            f"The workspace key was rotated on {day} by {rotated_by}; ask them for the new key "
             "(memframe key export). Nothing was written with the old one.",
             rotated_at=rotated_at,
             rotated_by=rotated_by,

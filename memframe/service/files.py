@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from memframe import sealing
-from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
+from memframe.core.errors import DocumentDeleted, InvalidInput, KeyRotated, NotFound, TooLarge, VersionConflict
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
 from memframe.sealing import content_hash, plaintext_size
 
@@ -132,11 +132,13 @@ def check_chain(conn: sqlite3.Connection, workspace_id: str, path: str, version:
     ).fetchone()
     if row is not None and str(row[0]) == head.previous.hex():
         return
-    from memframe.service.rotation import latest_rotation, rotated_error
-
-    rotation = latest_rotation(conn, workspace_id)
-    if rotation is not None:
-        raise rotated_error(rotation)
+    rotated = conn.execute(
+        "SELECT rotated_at, rotated_by FROM workspace_key_rotations WHERE workspace_id = ?"
+        " ORDER BY rotation DESC LIMIT 1",
+        (workspace_id,),
+    ).fetchone()
+    if rotated is not None:
+        raise KeyRotated.since(float(rotated[0]), str(rotated[1]))
     raise InvalidInput(
         f"Version {version} of {path} does not follow the stored version before it; nothing was written."
     )

@@ -10,7 +10,6 @@ refuses an in-flight capture under the old key); the old bytes are then taken of
 from __future__ import annotations
 
 import sqlite3
-import time
 from typing import Any
 
 from memframe import sealing
@@ -37,7 +36,7 @@ def rotated_error(rotation: Rotation | None) -> Exception:
     """What a key that no longer matches the workspace's key check is told."""
     if rotation is None:
         return WrongKey("This key is not the workspace's key; nothing was changed.")
-    return KeyRotated.since(time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rotation.rotated_at)), rotation.rotated_by)
+    return KeyRotated.since(rotation.rotated_at, rotation.rotated_by)
 
 
 def sealed_records(conn: sqlite3.Connection, workspace_id: str) -> SealedRecords:
