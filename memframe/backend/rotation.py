@@ -9,6 +9,7 @@ what lets a history that starts at version N be told from one a server cut short
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -16,10 +17,12 @@ from dataclasses import dataclass
 
 from memframe import sealing
 from memframe.backend.base import MemoryStore
-from memframe.core.errors import InvalidInput, KeyRotated, WrongKey
+from memframe.backend.heads import SeenHeads
+from memframe.backend.verify import verify_chains
+from memframe.core.errors import DecryptionFailed, InvalidInput, KeyRotated, MemframeError, RolledBack, WrongKey
 from memframe.core.paths import proposal_path
 from memframe.core.rotation import Destroyed, Rotation, RotationPlan
-from memframe.core.types import MEMORY_PATH
+from memframe.core.types import MEMORY_PATH, StoredVersion
 
 _FORMAT = "memframe-rotation/1"
 #: Versions read in one request while re-sealing.
@@ -67,6 +70,108 @@ def read_record(key: bytes, workspace_id: str, rotation: Rotation | None) -> Rot
         {p: (int(v), str(h)) for p, (v, h) in raw["heads"].items()},
         {p: Forgotten(int(f["before"]), float(f["at"]), str(f["by"])) for p, f in raw["forgotten"].items()},
     )
+
+
+class Rotating:
+    """What `SealedBackend` knows of key rotations: a rotated-away key named as such, a re-sealed
+    head accepted on the sealed record's word, the record read, and a rotation made."""
+
+    store: MemoryStore
+    seen: SeenHeads
+    _key: bytes
+    _heads: dict[str, tuple[int, bytes | None, str]]
+    _openers: dict[str, sealing.Opener]
+
+    def close_key_session(self) -> None:
+        raise NotImplementedError  # SealedBackend's
+
+    def _observe_head(self, path: str, head: StoredVersion | None) -> str:
+        raise NotImplementedError  # SealedBackend's
+
+    def _observe(self, path: str, head: StoredVersion | None) -> str:
+        """`_observe_head`, where a head that fails because the key was rotated says so."""
+        try:
+            return self._observe_head(path, head)
+        except (DecryptionFailed, RolledBack) as exc:
+            blob = None if head is None else head.ciphertext
+            digest = "" if blob is None else sealing.content_hash(blob)
+            self._after_rotation(path, 0 if head is None else head.info.version, digest, exc)
+        return self._observe_head(path, head)
+
+    def _check_seen(self, path: str, version: int, digest: str) -> None:
+        """`SeenHeads.check`, where a head re-sealed by a rotation is accepted on its record's word."""
+        try:
+            self.seen.check(path, version, digest)
+        except RolledBack as exc:
+            self._after_rotation(path, version, digest, exc)
+
+    def verify(self) -> list[tuple[str, int]]:
+        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each.
+        A document whose older versions were forgotten is walked from its first kept version, as the
+        rotation record sealed under this key says; any other gap is a break."""
+        record = self.rotation_record()
+        starts = {} if record is None else {p: f.before for p, f in record.forgotten.items()}
+        return verify_chains(self.store, self._key, self.seen, starts)
+
+    def _after_rotation(self, path: str, version: int, digest: str, exc: MemframeError) -> None:
+        """Explain `exc` by a key rotation where one explains it, else raise it unchanged.
+
+        A key that no longer matches the key check was rotated away: KeyRotated, and nothing is
+        written with it. With the current key, a head re-sealed by a rotation (the same version,
+        another ciphertext than this machine saw) is accepted, and noted, when the rotation's
+        record, sealed under this key, names exactly that ciphertext as the head it made."""
+        stored = self.store.get_key_check()
+        if stored is not None and stored != sealing.key_check(self._key, self.store.workspace_id):
+            raise rotated(self.store.rotation()) from None
+        if not digest or not isinstance(exc, RolledBack):
+            raise exc
+        record = read_record(self._key, self.store.workspace_id, self.store.rotation())
+        if record is None or record.heads.get(path) != (version, digest):
+            raise exc
+        self.seen.note(path, version, digest, None)
+
+    def rotation_record(self) -> RotationRecord | None:
+        """The newest key rotation's record, opened under this key (KeyRotated if this key is old)."""
+        rotation = self.store.rotation()
+        try:
+            return read_record(self._key, self.store.workspace_id, rotation)
+        except DecryptionFailed:
+            raise rotated(rotation) from None
+
+    def forgotten(self, path: str = MEMORY_PATH) -> Forgotten | None:
+        """Whether (and when, by whom) the versions before some N of `path` were forgotten."""
+        record = self.rotation_record()
+        return None if record is None else record.forgotten.get(path)
+
+    def rotate_key(
+        self,
+        new_key: bytes,
+        *,
+        who: str,
+        forget_before: int | None = None,
+        conversations: bool = False,
+        after_each: Callable[[str, int], None] | None = None,
+    ) -> Destroyed:
+        """Rotate the workspace key (`memframe.backend.rotation`), then use the new one: the key
+        session under the old key is gone (the server revoked it) and what was seen is re-noted."""
+        with contextlib.suppress(MemframeError):
+            self.close_key_session()
+        destroyed, record = rotate(
+            self.store,
+            self._key,
+            new_key,
+            who=who,
+            forget_before=forget_before,
+            conversations=conversations,
+            after_each=after_each,
+        )
+        self._key = new_key
+        self._heads.clear()
+        self._openers.clear()
+        for path, (version, digest) in record.heads.items():
+            start = record.forgotten[path].before if path in record.forgotten else 1
+            self.seen.note(path, version, digest, start)
+        return destroyed
 
 
 def rotate(

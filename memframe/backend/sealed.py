@@ -20,9 +20,8 @@ from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.compact import Compacted, compact
 from memframe.backend.heads import SeenHeads
-from memframe.backend.rotation import Forgotten, RotationRecord, read_record, rotate, rotated
+from memframe.backend.rotation import Rotating
 from memframe.backend.save_state import SaveState
-from memframe.backend.verify import verify_chains
 from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
@@ -32,7 +31,6 @@ from memframe.core.errors import (
     NotFound,
     ProposalNotMarked,
     ProposalRetired,
-    RolledBack,
     VersionConflict,
     WrongKey,
 )
@@ -49,11 +47,10 @@ from memframe.core.types import (
 )
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
-    from memframe.core.rotation import Destroyed
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
-class SealedBackend:
+class SealedBackend(Rotating):
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
     def __init__(
@@ -129,35 +126,8 @@ class SealedBackend:
         self._openers[path] = made
         return made
 
-    def _observe(self, path: str, head: StoredVersion | None) -> str:
-        """Check a head the server presents against what was seen, open it, then record it; a head
-        that fails because the workspace key was rotated says so (`_after_rotation`)."""
-        try:
-            return self._observe_head(path, head)
-        except (DecryptionFailed, RolledBack) as exc:
-            return self._after_rotation(path, head, exc)
-
-    def _after_rotation(self, path: str, head: StoredVersion | None, exc: MemframeError) -> str:
-        """Explain `exc` by a key rotation where one explains it, else raise it unchanged.
-
-        A key that no longer matches the key check was rotated away: KeyRotated, and nothing is
-        written with it. With the current key, a head re-sealed by a rotation (the same version,
-        another ciphertext than this machine saw) is accepted when the rotation's record, sealed
-        under this key, names exactly that ciphertext as the head it made."""
-        if self.store.get_key_check() != sealing.key_check(self._key, self.workspace_id):
-            raise rotated(self.store.rotation()) from None
-        if head is None or head.ciphertext is None or not isinstance(exc, RolledBack):
-            raise exc
-        record = read_record(self._key, self.workspace_id, self.store.rotation())
-        digest = sealing.content_hash(head.ciphertext)
-        if record is None or record.heads.get(path) != (head.info.version, digest):
-            raise exc
-        text = self._open_version(path, head.info.version, head.ciphertext)
-        self.seen.note(path, head.info.version, digest, None)
-        self._note(path, head.info.version, head.ciphertext, digest, text)
-        return text
-
     def _observe_head(self, path: str, head: StoredVersion | None) -> str:
+        """Check a head the server presents against what was seen, open it, then record it."""
         if head is None:
             self.seen.check(path, 0, "")
             return ""
@@ -253,7 +223,7 @@ class SealedBackend:
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         rows = self.store.list_versions(MEMORY_PATH, limit=limit, before=before)
         if before is None:  # the first page starts at the head: it may not be older than what was seen
-            self.seen.check(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
+            self._check_seen(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
         return rows
 
     def head(self) -> MemoryHead:
@@ -263,7 +233,11 @@ class SealedBackend:
     def read_revision(self, version: int) -> str:
         if version < 1:
             raise NotFound(f"There is no revision {version}.")
-        return self._open_version(MEMORY_PATH, version, self.store.get_version(MEMORY_PATH, version).ciphertext)
+        try:
+            return self._open_version(MEMORY_PATH, version, self.store.get_version(MEMORY_PATH, version).ciphertext)
+        except DecryptionFailed as exc:  # the key was rotated away: say so
+            self._after_rotation(MEMORY_PATH, version, "", exc)
+            raise
 
     def read_revisions(self, versions: Sequence[int]) -> dict[int, str]:
         """The decrypted texts of several revisions, read together (one transaction locally)."""
@@ -275,57 +249,6 @@ class SealedBackend:
             s.info.version: open_blob(s.ciphertext, s.info.version, legacy=self._legacy_ok(MEMORY_PATH, s.info.version))
             for s in stored
         }
-
-    def verify(self) -> list[tuple[str, int]]:
-        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each.
-        A document whose older versions were forgotten is walked from its first kept version, as the
-        rotation record sealed under this key says; any other gap is a break."""
-        record = self.rotation_record()
-        starts = {} if record is None else {p: f.before for p, f in record.forgotten.items()}
-        return verify_chains(self.store, self._key, self.seen, starts)
-
-    def rotation_record(self) -> RotationRecord | None:
-        """The newest key rotation's record, opened under this key (KeyRotated if this key is old)."""
-        rotation = self.store.rotation()
-        try:
-            return read_record(self._key, self.workspace_id, rotation)
-        except DecryptionFailed:
-            raise rotated(rotation) from None
-
-    def forgotten(self, path: str = MEMORY_PATH) -> Forgotten | None:
-        """Whether (and when, by whom) the versions before some N of `path` were forgotten."""
-        record = self.rotation_record()
-        return None if record is None else record.forgotten.get(path)
-
-    def rotate_key(
-        self,
-        new_key: bytes,
-        *,
-        who: str,
-        forget_before: int | None = None,
-        conversations: bool = False,
-        after_each: Callable[[str, int], None] | None = None,
-    ) -> Destroyed:
-        """Rotate the workspace key (`memframe.backend.rotation`), then use the new one: the key
-        session under the old key is gone (the server revoked it) and what was seen is re-noted."""
-        with contextlib.suppress(MemframeError):
-            self.close_key_session()
-        destroyed, record = rotate(
-            self.store,
-            self._key,
-            new_key,
-            who=who,
-            forget_before=forget_before,
-            conversations=conversations,
-            after_each=after_each,
-        )
-        self._key = new_key
-        self._heads.clear()
-        self._openers.clear()
-        for path, (version, digest) in record.heads.items():
-            start = record.forgotten[path].before if path in record.forgotten else 1
-            self.seen.note(path, version, digest, start)
-        return destroyed
 
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
         """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""

@@ -240,3 +240,16 @@ def test_an_in_flight_capture_under_the_old_key_is_refused(tmp_path: Path, clock
         revoked = conn.execute("SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session.id,))
         assert revoked.fetchone() is not None
     service.close()
+
+
+def test_a_member_with_the_new_key_reads_history_after_the_rotation(engine_service: MemoryService) -> None:
+    old_key, new_key = sealing.new_key(), sealing.new_key()
+    rotator = seed(engine_service, old_key)
+    rotator.prove_key()
+    member = person(engine_service, old_key)
+    member.history()
+    rotator.rotate_key(new_key, who="alice")
+    again = LocalBackend(engine_service, "ws", new_key, seen=member.seen)
+    assert [r.version for r in again.history(limit=2)] == [6, 5]
+    with pytest.raises(KeyRotated):
+        member.read_revision(6)
