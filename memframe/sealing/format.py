@@ -227,16 +227,23 @@ def seal_v2(
     return head + nonce + aead(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
 
 
+#: A delta at most this fraction of its text is taken without trying zlib on the whole text, which
+#: costs more time than the few bytes it could save over so small a delta.
+_SMALL_DELTA = 8
+
+
 def _payload(data: bytes, base: tuple[int, bytes] | None) -> tuple[bytes, int]:
-    """The smallest of raw, zlib and (given a base version and its text) a delta: (payload, encoding)."""
+    """(payload, encoding): a delta against the base version's text where it is under an eighth of
+    the text, else the smallest of raw, zlib and (given a base) a delta."""
+    edit = None if base is None else delta.encode(base[0], base[1], data)
+    if edit is not None and len(edit) * _SMALL_DELTA <= len(data):
+        return edit, DELTA
     payload, encoding = data, RAW
     packed = delta.compress(data)
     if packed is not None:
         payload, encoding = packed, ZLIB
-    if base is not None:
-        edit = delta.encode(base[0], base[1], data)
-        if len(edit) < len(payload):
-            payload, encoding = edit, DELTA
+    if edit is not None and len(edit) < len(payload):
+        payload, encoding = edit, DELTA
     return payload, encoding
 
 
