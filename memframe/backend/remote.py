@@ -43,6 +43,7 @@ from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
 from memframe.wire.assistant import AIConsentOut, KeySessionOut, ProposalList, ReceiptList, TranscriptOut, TurnOut
 from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
+from memframe.wire.rotation import DestroyedOut, LatestRotationOut, RotationIn, SealedRecordsOut
 
 DEFAULT_TIMEOUT = 10.0
 #: A send runs a whole Assistant turn (several model calls) before it answers.
@@ -265,13 +266,15 @@ class RemoteStore:
         self._request("PUT", f"{self._prefix}/key-check", write=True, json={"keyCheck": key_check})
 
     def rotation(self) -> Rotation | None:
-        return None  # not served over HTTP yet: a client told its key is wrong is told so plainly
+        found = _read(LatestRotationOut, self._request("GET", f"{self._prefix}/key-rotation"), self).rotation
+        return None if found is None else found.to_rotation()
 
     def sealed_records(self) -> SealedRecords:
-        raise InvalidInput(_NO_REMOTE_ROTATION)
+        return _read(SealedRecordsOut, self._request("GET", f"{self._prefix}/sealed-records"), self).to_records()
 
     def rotate_key(self, plan: RotationPlan) -> Destroyed:
-        raise InvalidInput(_NO_REMOTE_ROTATION)
+        payload = self._request("POST", f"{self._prefix}/key-rotations", write=True, json=RotationIn.body(plan))
+        return _read(DestroyedOut, payload, self).to_destroyed()
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         body = {"key": base64.b64encode(key).decode("ascii")}

@@ -15,6 +15,7 @@ from memframe.core.errors import ChainBroken, DecryptionFailed, KeyRotated, KeyS
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
+from tests.conftest import World
 
 TEXTS = [f"# Memory\n- secret number {i} of the old days\n" for i in range(1, 7)]
 
@@ -253,3 +254,28 @@ def test_a_member_with_the_new_key_reads_history_after_the_rotation(engine_servi
     assert [r.version for r in again.history(limit=2)] == [6, 5]
     with pytest.raises(KeyRotated):
         member.read_revision(6)
+
+
+def test_forget_through_every_backend_kind(world: World) -> None:
+    """The same rotation locally and over HTTP (in-process and a real loopback server)."""
+    first = world.client()
+    first.prove_key()
+    for i, text in enumerate(TEXTS):
+        first.save(text, i)
+    stale = world.client()
+    stale.load()
+    old, new = world.key, sealing.new_key()
+    done = first.rotate_key(new, who="alice", forget_before=3)
+    assert done.versions == {MEMORY_PATH: (1, 2, 2)} and done.resealed_versions == 4
+    world.key = new
+    fresh = world.client()
+    assert fresh.load().text == TEXTS[-1] and fresh.read_revision(3) == TEXTS[2]
+    assert fresh.verify() == [(MEMORY_PATH, 6)]
+    gone = fresh.forgotten()
+    assert gone is not None and gone.before == 3
+    with pytest.raises(KeyRotated, match="rotated on"):
+        stale.save("written with the old key\n", 6)
+    world.key = old
+    with pytest.raises(KeyRotated, match="rotated on"):
+        world.client().load()
+    assert first.save("after the rotation\n", 6).version == 7
