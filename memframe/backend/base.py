@@ -196,6 +196,11 @@ class Backend(Protocol):
         """The head revision's metadata and the policy, cheaply (two small reads, no text, nothing
         decrypted): what a frame left open polls to notice a Save, Clear, capture or mode change."""
 
+    def forgotten_line(self) -> str | None:
+        """Where the memory's history starts after version 1 because older versions were forgotten:
+        "versions 1–(N−1) were forgotten on DATE by WHO", as the rotation record sealed under the key
+        says; None otherwise."""
+
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""
 

@@ -143,6 +143,10 @@ class Rotating:
         record = self.rotation_record()
         return None if record is None else record.forgotten.get(path)
 
+    def forgotten_line(self) -> str | None:
+        gone = self.forgotten()
+        return None if gone is None else gone.line()
+
     def rotate_key(
         self,
         new_key: bytes,
