@@ -143,6 +143,19 @@ class Rotating:
         record = self.rotation_record()
         return None if record is None else record.forgotten.get(path)
 
+    def prove_key(self) -> None:
+        """Check this key against the workspace's key check; the first key holder writes it. A key
+        rotated away is told who rotated it."""
+        mine = sealing.key_check(self._key, self.store.workspace_id)
+        stored = self.store.get_key_check()
+        if stored is None:
+            self.store.set_key_check(mine)
+        elif stored != mine:
+            rotation = self.store.rotation()
+            if rotation is not None:
+                raise rotated(rotation)
+            raise WrongKey(f"This key is not the key of workspace {self.store.workspace_id!r}; nothing was changed.")
+
     def forgotten_line(self) -> str | None:
         gone = self.forgotten()
         return None if gone is None else gone.line()

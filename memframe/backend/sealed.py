@@ -254,15 +254,6 @@ class SealedBackend(Rotating):
         """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""
         return compact(self.store, self._key, self.seen, after_each=after_each)
 
-    def prove_key(self) -> None:
-        """Check this key against the workspace's key check; the first key holder writes it."""
-        mine = sealing.key_check(self._key, self.workspace_id)
-        stored = self.store.get_key_check()
-        if stored is None:
-            self.store.set_key_check(mine)
-        elif stored != mine:
-            raise WrongKey(f"This key is not the key of workspace {self.workspace_id!r}; nothing was changed.")
-
     def get_policy(self) -> Policy:
         return self.store.get_policy()
 
@@ -301,7 +292,11 @@ class SealedBackend(Rotating):
         """This client's key session, opened on first use and reused until closed or gone."""
         with self._key_session_lock:
             if self._key_session is None:
-                self._key_session = self.store.open_key_session(self._key).id
+                try:
+                    self._key_session = self.store.open_key_session(self._key).id
+                except WrongKey as exc:  # rotated away: say who rotated it
+                    self._after_rotation(MEMORY_PATH, 0, "", exc)
+                    raise
             return self._key_session
 
     def close_key_session(self) -> None:

@@ -235,26 +235,28 @@ class MemoryService:
     def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan) -> Destroyed:
         """Swap in a rotation in one transaction (`rotation.rotate`), forget the revoked sessions'
         keys, then take the old bytes off the disk (`Database.scrub`)."""
+        live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
         with self.db.destroying(), self.db.write() as conn:
             require_member(conn, user, workspace_id)
-            live = self._live_sessions(conn, workspace_id)
             done = rotation.rotate(conn, workspace_id, user, self.db.clock(), plan, live)
         for session in live:
             self.key_sessions.forget(session)
         # A session opened with the old key while the rotation ran (it read the old key check before
         # the swap) is revoked now; any later one is refused by the new key check.
-        with self.db.write() as conn:
-            late = self._live_sessions(conn, workspace_id) - live
-            rotation.revoke(conn, workspace_id, self.db.clock(), late)
-        for session in late:
-            self.key_sessions.forget(session)
+        late = self._live_sessions(user, workspace_id) - live
+        if late:
+            with self.db.write() as conn:
+                rotation.revoke(conn, workspace_id, self.db.clock(), late)
+            for session in late:
+                self.key_sessions.forget(session)
         return dataclasses.replace(done, disk=self.db.scrub())
 
-    def _live_sessions(self, conn: sqlite3.Connection, workspace_id: str) -> set[str]:
-        members = [
-            str(r[0]) for r in conn.execute("SELECT user_id FROM memberships WHERE workspace_id = ?", (workspace_id,))
-        ]
-        return {sid for member in members for sid, _ in self.key_sessions.sessions_of(member, workspace_id)}
+    def _live_sessions(self, user: str, workspace_id: str) -> set[str]:
+        """The key sessions the store holds for the workspace, every member's."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            rows = conn.execute("SELECT user_id FROM memberships WHERE workspace_id = ?", (workspace_id,)).fetchall()
+        return {sid for (member,) in rows for sid, _ in self.key_sessions.sessions_of(str(member), workspace_id)}
 
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""

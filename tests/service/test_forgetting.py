@@ -279,3 +279,14 @@ def test_forget_through_every_backend_kind(world: World) -> None:
     with pytest.raises(KeyRotated, match="rotated on"):
         world.client().load()
     assert first.save("after the rotation\n", 6).version == 7
+
+
+def test_an_old_key_is_neither_kept_nor_given_a_key_session(engine_service: MemoryService) -> None:
+    old_key = sealing.new_key()
+    rotator = seed(engine_service, old_key)
+    rotator.prove_key()
+    rotator.rotate_key(sealing.new_key(), who="alice")
+    with pytest.raises(KeyRotated, match="by local"):  # what `memframe key import` of an old export says
+        person(engine_service, old_key).prove_key()
+    with pytest.raises(KeyRotated):  # an Assistant send under the old key opens no key session
+        person(engine_service, old_key).key_session()
