@@ -115,3 +115,86 @@ def _check(home: Path) -> str:
         return "new" if holders[0] is pending or first > 1 else "old"
     finally:
         service.close()
+
+
+#: The server's side of a rotation in a child process: it opens the database, says it is ready, waits
+#: for the go, swaps in the plan the client made (pickled), then says how long the swap took.
+_SERVER = """
+import pickle, sys, time
+from memframe.service import MemoryService
+service = MemoryService(sys.argv[1])
+plan = pickle.loads(open(sys.argv[2], "rb").read())
+print("ready", flush=True)
+sys.stdin.readline()
+began = time.perf_counter()
+service.rotate_key("local", "default", plan)
+print(time.perf_counter() - began, flush=True)
+"""
+
+
+def test_a_killed_server_swaps_all_or_nothing(template: Path, tmp_path: Path) -> None:
+    """The client re-seals; the server process is SIGKILLed during the swap or the disk rewrite."""
+    import pickle
+
+    from memframe.backend.rotation import rotate
+    from memframe.core.rotation import RotationPlan
+
+    old, _ = keys(template)
+    new = sealing.new_key()
+    plans: list[RotationPlan] = []
+
+    class Capture(Exception):
+        pass
+
+    def captured(plan: RotationPlan) -> None:
+        plans.append(plan)
+        raise Capture
+
+    service = MemoryService(template / "memframe.db")
+    backend = LocalBackend(service, "default", old, seen=SeenHeads(None))
+    backend.store.rotate_key = captured  # type: ignore[method-assign]  # the plan, not the swap
+    with pytest.raises(Capture):
+        rotate(backend.store, old, new, who="ada", forget_before=FORGET_BEFORE)
+    service.close()
+    (tmp_path / "plan").write_bytes(pickle.dumps(plans[0]))
+
+    def serve(home: Path) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, str(home / "memframe.db"), str(tmp_path / "plan")],
+            env=_env(home),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        return child
+
+    calibration = tmp_path / "calibration"
+    shutil.copytree(template, calibration)
+    child = serve(calibration)
+    whole = float(child.communicate("go\n", timeout=60)[0])
+    rng = random.Random(os.environ.get("MEMFRAME_CRASH_SEED", "server"))
+    for trial in range(TRIALS):
+        home = tmp_path / f"server{trial}"
+        shutil.copytree(template, home)
+        child = serve(home)
+        assert child.stdin is not None
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        time.sleep(rng.uniform(0.0, 1.2) * whole)
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+        landed = MemoryService(home / "memframe.db")
+        try:
+            stored = landed.get_key_check("local", "default")
+            assert stored in (sealing.key_check(old, "default"), sealing.key_check(new, "default"))
+            key = new if stored == sealing.key_check(new, "default") else old
+            first = FORGET_BEFORE if key is new else 1
+            reader = LocalBackend(landed, "default", key, seen=SeenHeads(None))
+            texts = reader.read_revisions(list(range(first, VERSIONS + 1)))
+            assert texts == {v: TEXTS[v - 1] for v in range(first, VERSIONS + 1)}
+            assert reader.verify() == [(".zudotext/memory/MEMORY.md", VERSIONS)]
+            with landed.db.read() as conn:
+                assert conn.execute("SELECT MIN(version) FROM file_versions").fetchone()[0] == first
+        finally:
+            landed.close()
