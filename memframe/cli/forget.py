@@ -88,6 +88,14 @@ def _what_goes(backend: SealedBackend, forget_before: int | None, conversations:
     if forget_before is not None:
         gone = backend.forgotten()
         first = gone.before if gone else 1
+        if not first < forget_before <= head:
+            from memframe.core.errors import InvalidInput
+
+            if head <= first:
+                held = "the memory has no versions yet" if head == 0 else f"it holds only version {head}"
+            else:
+                held = f"it holds versions {first}–{head}, so N is {first + 1} to {head}"
+            raise InvalidInput(f"Versions before {forget_before} cannot be forgotten: {held}; nothing was changed.")
         lines.append(
             f"Versions {first}–{forget_before - 1} of the memory will be destroyed; {forget_before}–{head} stay."
         )

@@ -90,6 +90,8 @@ def rotate(
     sent: dict[str, dict[int, bytes | None]] = {}
     for path, version, blob in plan.versions:
         sent.setdefault(path, {})[version] = blob
+    if not set(sent) <= set(heads) or not set(plan.forget_before) <= set(heads):
+        raise InvalidInput("A rotation names a file the workspace does not have; nothing was changed.")
     resealed = 0
     for path in heads:
         rows = {

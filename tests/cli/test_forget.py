@@ -111,3 +111,11 @@ def test_a_pending_key_the_server_never_took_is_dropped(capsys, saved, memframe_
     assert code == 0 and "receipt" in out
     assert key_of(memframe_home) != old
     assert json.loads((memframe_home / "keys" / "local" / "default.key").read_bytes())["format"] == "memframe-key/1"
+
+
+def test_a_before_that_forgets_nothing_is_refused_first(capsys, saved, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
+    old = key_of(memframe_home)
+    for before in ("1", "6"):
+        code, out, err = run(capsys, "forget", "--before", before, "--yes")
+        assert code == EXIT_ERROR and "holds versions 1–5" in err and "will be destroyed" not in out
+    assert key_of(memframe_home) == old
