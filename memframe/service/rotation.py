@@ -2,9 +2,10 @@
 
 The server never sees a key or a text: the person's machine re-seals what stays under a new key
 and sends it with the base it was made against, so a workspace that moved since (a Save, a
-message, a proposal) refuses the whole rotation and nothing changes. The same transaction writes
-the new key check and a durable revocation for every key session of the workspace (so the fence
-refuses an in-flight capture under the old key); the old bytes are then taken off the disk.
+message, a proposal) refuses the whole rotation and nothing changes. Only the workspace's owner
+rotates (the key check decides which key is the workspace's). The same transaction writes the new
+key check and a durable revocation for every key session of the workspace (so the fence refuses an
+in-flight capture under the old key); the old bytes are then taken off the disk.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sqlite3
 from typing import Any
 
 from memframe import sealing
-from memframe.core.errors import InvalidInput, KeyRotated, VersionConflict, WrongKey
+from memframe.core.errors import Forbidden, InvalidInput, KeyRotated, VersionConflict, WrongKey
 from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.types import MEMORY_PATH
 from memframe.service.files import check_well_formed
@@ -77,6 +78,9 @@ def rotate(
     batch rolls back whole. `sessions` are the live key sessions the store holds for the workspace."""
     if len(plan.new_key_check) != 64 or plan.new_key_check == plan.old_key_check:
         raise InvalidInput("A rotation needs a new key check; nothing was changed.")
+    owner = conn.execute("SELECT owner_id FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    if owner is None or str(owner[0]) != user:  # the key check decides which key is the workspace's
+        raise Forbidden(f"Only the owner of workspace {workspace_id!r} rotates its key; nothing was changed.")
     row = conn.execute("SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)).fetchone()
     if row is None or str(row[0]) != plan.old_key_check:
         raise rotated_error(latest_rotation(conn, workspace_id))

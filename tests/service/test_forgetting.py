@@ -290,3 +290,16 @@ def test_an_old_key_is_neither_kept_nor_given_a_key_session(engine_service: Memo
         person(engine_service, old_key).prove_key()
     with pytest.raises(KeyRotated):  # an Assistant send under the old key opens no key session
         person(engine_service, old_key).key_session()
+
+
+def test_only_the_owner_rotates(engine_service: MemoryService) -> None:
+    key = sealing.new_key()
+    seed(engine_service, key).prove_key()
+    engine_service.accounts.add_user("bob")
+    engine_service.accounts.add_member("ws", "bob")
+    member = LocalBackend(engine_service, "ws", key, user="bob", seen=SeenHeads(None))
+    from memframe.core.errors import Forbidden
+
+    with pytest.raises(Forbidden, match="Only the owner"):
+        member.rotate_key(sealing.new_key(), who="bob")
+    assert member.store.get_key_check() == sealing.key_check(key, "ws") and member.store.rotation() is None
