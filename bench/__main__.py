@@ -13,7 +13,7 @@ from bench.harness import CONTEXT, Figure, log, machine, render_text, write_resu
 from bench.settings import FULL, QUICK, Settings
 
 HERE = Path(__file__).resolve().parent
-STAGES = ("recall", "writes", "team", "history", "frame", "storage")
+STAGES = ("recall", "writes", "team", "history", "frame", "storage", "forget")
 SCALE = ("scale",)
 
 
@@ -43,6 +43,7 @@ def frame_at_scale(tmp: Path, settings: Settings) -> list[Figure]:
 
 
 def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> list[Figure]:
+    from bench.forget import forget_figures
     from bench.frame import frame_figures
     from bench.history import big_home, history_figures
     from bench.recall import recall_figures, scale_figures
@@ -69,11 +70,12 @@ def run(settings: Settings, out_dir: Path, stages: tuple[str, ...] = STAGES) -> 
         stage("recall", lambda: recall_figures(tmp, settings))
         stage("writes", lambda: write_figures(tmp, settings))
         stage("team", lambda: team_figures(tmp, settings))
-        if "history" in stages or "frame" in stages:
+        if "history" in stages or "frame" in stages or "forget" in stages:
             home, ws, head = big_home(tmp, settings)
         stage("history", lambda: history_figures(tmp, settings, home, ws))
         stage("frame", lambda: frame_figures(tmp, settings, home, settings.history_revisions, head))
         stage("storage", lambda: storage_figures(tmp, settings))
+        stage("forget", lambda: forget_figures(tmp, settings, home, ws))
         stage("scale", lambda: scale_figures(tmp, settings) + frame_at_scale(tmp, settings))
     elapsed = time.perf_counter() - started
     if not figures:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from fastapi import Depends, FastAPI
 
 from memframe import __version__
-from memframe.api import assistant, automation, files, openai, policy, workspaces
+from memframe.api import assistant, automation, files, openai, policy, rotation, workspaces
 from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
 from memframe.api.responses import EDGE_STATUSES, error_responses
@@ -21,7 +21,7 @@ from memframe.assistant.runtime import Runtime
 from memframe.service import MemoryService
 
 # Matched in this order: the automation routes come early because recall runs before every model call.
-ROUTERS = (workspaces.router, automation.router, files.router, policy.router, assistant.router)
+ROUTERS = (workspaces.router, automation.router, files.router, policy.router, assistant.router, rotation.router)
 
 
 def create_app(

@@ -35,6 +35,7 @@ from memframe.core.types import MemoryDocument, MemoryHead, Mode, Policy, Stored
 
 if TYPE_CHECKING:  # named in signatures only: the Assistant's records are not loaded before they are used
     from memframe.core.blame import CaptureMessage, CaptureOrigin
+    from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
     from memframe.core.turns import AIConsent, KeySessionInfo, Proposal, ProposalRecord, Receipt, TurnResult
 
 __all__ = [
@@ -115,6 +116,15 @@ class MemoryStore(Protocol):
 
     def set_key_check(self, key_check: str) -> None:
         """Write the key check once; another value than the stored one is WrongKey, nothing changed."""
+
+    def rotation(self) -> Rotation | None:
+        """The newest rotation of the workspace key: when, by whom, and its sealed record."""
+
+    def sealed_records(self) -> SealedRecords:
+        """The key check, every transcript message and proposal (sealed), and the newest rotation."""
+
+    def rotate_key(self, plan: RotationPlan) -> Destroyed:
+        """Swap in a rotation in one transaction against the state it was made from, or change nothing."""
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         """Hand the key to the service's RAM for a while; refused unless the key is proven (it
@@ -197,6 +207,11 @@ class Backend(Protocol):
     def head(self) -> MemoryHead:
         """The head revision's metadata and the policy, cheaply (two small reads, no text, nothing
         decrypted): what a frame left open polls to notice a Save, Clear, capture or mode change."""
+
+    def forgotten_line(self) -> str | None:
+        """Where the memory's history starts after version 1 because older versions were forgotten:
+        "versions 1–(N−1) were forgotten on DATE by WHO", as the rotation record sealed under the key
+        says; None otherwise."""
 
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from memframe.assistant.ingress import AssistantEndpoint
     from memframe.assistant.models import ModelClient
     from memframe.core.blame import CaptureOrigin
+    from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
     from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 
 
@@ -121,6 +122,15 @@ class LocalStore:
 
     def set_key_check(self, key_check: str) -> None:
         self.service.set_key_check(self.user, self.workspace_id, key_check)
+
+    def rotation(self) -> Rotation | None:
+        return self.service.latest_rotation(self.user, self.workspace_id)
+
+    def sealed_records(self) -> SealedRecords:
+        return self.service.sealed_records(self.user, self.workspace_id)
+
+    def rotate_key(self, plan: RotationPlan) -> Destroyed:
+        return self.service.rotate_key(self.user, self.workspace_id, plan)
 
     def open_key_session(self, key: bytes) -> KeySessionInfo:
         return self.service.assistant.open_key_session(self.user, self.workspace_id, key)

@@ -38,6 +38,7 @@ from memframe.core.errors import (
     Unavailable,
     error_from_payload,
 )
+from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.turns import AIConsent, KeySessionInfo, ProposalRecord, Receipt, TurnResult
 from memframe.core.types import Mode, Policy, StoredVersion, VersionInfo
 from memframe.paths import check_workspace_id
@@ -51,10 +52,12 @@ from memframe.wire.assistant import (
     TurnOut,
 )
 from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
+from memframe.wire.rotation import DestroyedOut, LatestRotationOut, RotationIn, SealedRecordsOut
 
 DEFAULT_TIMEOUT = 10.0
 #: A send runs a whole Assistant turn (several model calls) before it answers.
 SEND_TIMEOUT = 300.0
+_NO_REMOTE_ROTATION = "Rotating the key of a server's workspace is not available over HTTP yet; nothing was changed."
 _Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
@@ -275,6 +278,17 @@ class RemoteStore:
 
     def set_key_check(self, key_check: str) -> None:
         self._request("PUT", f"{self._prefix}/key-check", write=True, json={"keyCheck": key_check})
+
+    def rotation(self) -> Rotation | None:
+        found = _read(LatestRotationOut, self._request("GET", f"{self._prefix}/key-rotation"), self).rotation
+        return None if found is None else found.to_rotation()
+
+    def sealed_records(self) -> SealedRecords:
+        return _read(SealedRecordsOut, self._request("GET", f"{self._prefix}/sealed-records"), self).to_records()
+
+    def rotate_key(self, plan: RotationPlan) -> Destroyed:
+        payload = self._request("POST", f"{self._prefix}/key-rotations", write=True, json=RotationIn.body(plan))
+        return _read(DestroyedOut, payload, self).to_destroyed()
 
     def open_key_session(self, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
         """A key session on the server; `hold_seconds` holds it that long whether used or not."""

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING
 from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
+from memframe.backend.rotation import Rotating
 from memframe.backend.save_state import SaveState, reported
 from memframe.core.errors import (
     ChainBroken,
+    DecryptionFailed,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -49,7 +51,7 @@ if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the f
     from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
 
 
-class SealedBackend:
+class SealedBackend(Rotating):
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
     def __init__(
@@ -117,8 +119,11 @@ class SealedBackend:
                     first = max(1, version - (version - 1) % sealing.KEYFRAME_EVERY)
                     try:
                         stored = self.store.get_versions(path, list(range(first, version + 1)))
-                    except NotFound:
-                        return None
+                    except NotFound:  # the run starts before a forgetting: this version alone
+                        try:
+                            stored = self.store.get_versions(path, [version])
+                        except NotFound:
+                            return None
                     runs.update((s.info.version, s.ciphertext) for s in stored)
                 return runs.get(version)
 
@@ -126,7 +131,7 @@ class SealedBackend:
         self._openers[path] = made
         return made
 
-    def _observe(self, path: str, head: StoredVersion | None) -> str:
+    def _observe_head(self, path: str, head: StoredVersion | None) -> str:
         """Check a head the server presents against what was seen, open it, then record it."""
         if head is None:
             self.seen.check(path, 0, "")
@@ -223,7 +228,7 @@ class SealedBackend:
     def history(self, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         rows = self.store.list_versions(MEMORY_PATH, limit=limit, before=before)
         if before is None:  # the first page starts at the head: it may not be older than what was seen
-            self.seen.check(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
+            self._check_seen(MEMORY_PATH, rows[0].version if rows else 0, rows[0].content_hash if rows else "")
         return rows
 
     def head(self) -> MemoryHead:
@@ -233,7 +238,11 @@ class SealedBackend:
     def read_revision(self, version: int) -> str:
         if version < 1:
             raise NotFound(f"There is no revision {version}.")
-        return self._open_version(MEMORY_PATH, version, self.store.get_version(MEMORY_PATH, version).ciphertext)
+        try:
+            return self._open_version(MEMORY_PATH, version, self.store.get_version(MEMORY_PATH, version).ciphertext)
+        except DecryptionFailed as exc:  # the key was rotated away: say so
+            self._after_rotation(MEMORY_PATH, version, "", exc)
+            raise
 
     def read_revisions(self, versions: Sequence[int]) -> dict[int, str]:
         """The decrypted texts of several revisions, read together (one transaction locally)."""
@@ -246,26 +255,11 @@ class SealedBackend:
             for s in stored
         }
 
-    def verify(self) -> list[tuple[str, int]]:
-        """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each."""
-        from memframe.backend.verify import verify_chains  # here: only `verify` walks chains
-
-        return verify_chains(self.store, self._key, self.seen)
-
     def compact(self, *, after_each: Callable[[str, int], None] | None = None) -> Compacted:
         """Re-seal old whole versions as deltas (`memframe.backend.compact`)."""
         from memframe.backend.compact import compact  # here: only `compact` re-seals
 
         return compact(self.store, self._key, self.seen, after_each=after_each)
-
-    def prove_key(self) -> None:
-        """Check this key against the workspace's key check; the first key holder writes it."""
-        mine = sealing.key_check(self._key, self.workspace_id)
-        stored = self.store.get_key_check()
-        if stored is None:
-            self._set_key_check(mine)
-        elif stored != mine:
-            raise WrongKey(f"This key is not the key of workspace {self.workspace_id!r}; nothing was changed.")
 
     def _set_key_check(self, mine: str) -> None:
         """Only the workspace's owner writes the key check; a member, refused, proves her key by
@@ -317,7 +311,11 @@ class SealedBackend:
         """This client's key session, opened on first use and reused until closed or gone."""
         with self._key_session_lock:
             if self._key_session is None:
-                self._key_session = self.store.open_key_session(self._key).id
+                try:
+                    self._key_session = self.store.open_key_session(self._key).id
+                except WrongKey as exc:  # rotated away: say who rotated it
+                    self._after_rotation(MEMORY_PATH, 0, "", exc)
+                    raise
             return self._key_session
 
     def close_key_session(self) -> None:

@@ -17,19 +17,23 @@ from memframe.core.types import MEMORY_PATH
 _READ_AT_ONCE = 200
 
 
-def verify_chains(store: MemoryStore, key: bytes, seen: SeenHeads) -> list[tuple[str, int]]:
+def verify_chains(
+    store: MemoryStore, key: bytes, seen: SeenHeads, starts: dict[str, int] | None = None
+) -> list[tuple[str, int]]:
     """(path, head version) of every document whose whole chain holds, or ChainBroken / RolledBack
-    naming the first break. Reads every version once, opening each with the key."""
+    naming the first break. Reads every version once, opening each with the key. `starts` names
+    the first kept version of a document whose older ones were forgotten (a sealed record says so)."""
     checked: list[tuple[str, int]] = []
     for path, head_version, _deleted in store.list_files():
         seen.check(path, head_version, "")
-        checked.append((path, _verify_path(store, key, seen, path, head_version)))
+        start = (starts or {}).get(path, 1)
+        checked.append((path, _verify_path(store, key, seen, path, head_version, start)))
     if MEMORY_PATH not in {p for p, _ in checked}:
         seen.check(MEMORY_PATH, 0, "")
     return checked
 
 
-def _verify_path(store: MemoryStore, key: bytes, seen: SeenHeads, path: str, head_version: int) -> int:
+def _verify_path(store: MemoryStore, key: bytes, seen: SeenHeads, path: str, head_version: int, start: int = 1) -> int:
     # Versions are read oldest first, so a delta's base is always the version just opened, which
     # the opener remembers (nothing is fetched twice).
     open_blob = sealing.opener(key, workspace_id=store.workspace_id, path=path, remember=True)
@@ -37,8 +41,8 @@ def _verify_path(store: MemoryStore, key: bytes, seen: SeenHeads, path: str, hea
     previous_was_deletion = False
     since: int | None = None
     last_digest = ""
-    for start in range(1, head_version + 1, _READ_AT_ONCE):
-        wanted = list(range(start, min(head_version, start + _READ_AT_ONCE - 1) + 1))
+    for at in range(start, head_version + 1, _READ_AT_ONCE):
+        wanted = list(range(at, min(head_version, at + _READ_AT_ONCE - 1) + 1))
         try:
             stored = store.get_versions(path, wanted)
         except NotFound as exc:

@@ -66,6 +66,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
         ("memory", (common, chosen)),
         ("provenance", (common,)),  # blame, revert, import, export
         ("keys", (common,)),
+        ("forget", (common,)),  # `forget --before N`: key rotation that destroys older versions
         ("assistant", (common, chosen)),
         ("server", (chosen,)),
         ("admin", (chosen,)),

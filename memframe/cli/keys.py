@@ -1,4 +1,5 @@
-"""`memframe key export|import`: pass a workspace key between members, passphrase-wrapped, never via a server.
+"""`memframe key export|import|rotate`: pass a workspace key between members, passphrase-wrapped, never
+via a server; rotate it (`memframe.cli.forget`).
 
 `memframe key unlock|lock` (in `unlock`) open and close a key session for a person's chat clients."""
 
@@ -40,15 +41,18 @@ def cmd_key(args: argparse.Namespace) -> int:
         from memframe.cli import unlock
 
         return unlock.cmd_unlock(args) if args.key_command == "unlock" else unlock.cmd_lock(args)
-    if args.file is None:
-        from memframe.core.errors import InvalidInput
-
-        raise InvalidInput(f"key {args.key_command} needs a FILE.")
-
     from memframe import paths, sealing
     from memframe.sealing import keyfiles
     from memframe.sealing.keyfiles import load_key, write_key
 
+    if args.key_command == "rotate":
+        from memframe.cli.forget import cmd_rotate
+
+        return cmd_rotate(args)
+    if args.file is None:
+        from memframe.core.errors import InvalidInput
+
+        raise InvalidInput(f"'memframe key {args.key_command}' needs a FILE.")
     if args.key_command == "export":
         if args.remote:
             from memframe.backend.server_address import adopt_spelled_key
@@ -97,9 +101,9 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         common,
         "key",
         cmd_key,
-        "export or import a workspace key (passphrase-wrapped); unlock or lock it for your chat clients",
+        "export, import (passphrase-wrapped) or rotate a workspace key; unlock or lock it for your chat clients",
     )
-    p.add_argument("key_command", choices=["export", "import", "unlock", "lock"])
+    p.add_argument("key_command", choices=["export", "import", "rotate", "unlock", "lock"])
     p.add_argument("file", metavar="FILE", nargs="?", help="export/import: the key file")
     p.add_argument("--force", action="store_true", help="import over an existing key")
     p.add_argument(
@@ -111,3 +115,4 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
         help="unlock: how long the server holds the key for your chat clients, e.g. 2h, 90m or 1d (default: 8h, "
         "at most the server's key-session lifetime)",
     )
+    p.add_argument("--yes", action="store_true", help="rotate without asking (for scripts)")

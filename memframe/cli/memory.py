@@ -129,6 +129,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             sys.stdout.write(patches.patch(backend, args.limit, args.before))
             return 0
         rows = backend.history(limit=args.limit, before=args.before)
+        gone = backend.forgotten_line() if rows and rows[-1].version > 1 and len(rows) < args.limit else None
     finally:
         backend.close()
     if not rows:
@@ -138,6 +139,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     for r in rows:
         op = r.operation.value + (f" of {r.restored_from}" if r.restored_from else "")
         out(f"{r.version:>7}  {when(r.created_at)}  {r.author.value:9}  {r.actor[:12]:12}  {op:9}  {r.size:>7}")
+    if gone is not None:
+        out(f"{'':>7}  {gone}")
     return 0
 
 

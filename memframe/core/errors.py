@@ -23,6 +23,7 @@
     │   ├── ChainBroken         422  a version does not chain onto the one before it
     │   └── WrongKey            422  the key does not match the workspace's key check
     ├── RolledBack              409  the server shows an older head than this machine has seen
+    ├── KeyRotated              409  the workspace key was rotated: this machine holds the old one
     ├── KeyFileError            400  a key file is missing or unreadable
     ├── ModelUnavailable        502  the Assistant's model server failed; memory is untouched
     ├── SchemaTooNew            500  the database was written by a newer memframe
@@ -299,6 +300,26 @@ class RolledBack(MemframeError):
 
     code = "history_rolled_back"
     status = 409
+
+
+class KeyRotated(MemframeError):
+    """The workspace key was rotated; this machine holds the old one, which writes nothing."""
+
+    code = "key_rotated"
+    status = 409
+
+    @classmethod
+    def since(cls, rotated_at: float, rotated_by: str) -> KeyRotated:
+        """The one line a member with the old key reads (`rotated_at` in seconds since the epoch)."""
+        import time
+
+        day = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(rotated_at))
+        return cls(
+            f"The workspace key was rotated on {day} by {rotated_by}; ask them for the new key "
+            "(memframe key export). Nothing was written with the old one.",
+            rotated_at=rotated_at,
+            rotated_by=rotated_by,
+        )
 
 
 class KeyFileError(MemframeError):

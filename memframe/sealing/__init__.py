@@ -43,7 +43,15 @@ from memframe.sealing.format import (
     transcript_place,
 )
 from memframe.sealing.opener import Fetch, Opener, open_sealed, opener
-from memframe.sealing.records import open_message, open_proposal, open_transcript, seal_message, seal_proposal
+from memframe.sealing.records import (
+    open_message,
+    open_proposal,
+    open_rotation,
+    open_transcript,
+    seal_message,
+    seal_proposal,
+    seal_rotation,
+)
 
 __all__ = [
     "DELTA",
@@ -78,6 +86,7 @@ __all__ = [
     "new_key",
     "open_message",
     "open_proposal",
+    "open_rotation",
     "open_sealed",
     "open_transcript",
     "opener",
@@ -87,6 +96,7 @@ __all__ = [
     "seal",
     "seal_message",
     "seal_proposal",
+    "seal_rotation",
     "seal_v1",
     "transcript_place",
 ]

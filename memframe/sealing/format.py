@@ -40,7 +40,8 @@ header is authenticated with the text. `place` says where the text belongs:
 * a transcript message: ``b"transcript\\x00" workspace \\x00 conversation \\x00 seq \\x00 role``,
   a namespace no note path can take, so a message cannot be swapped into a note, reordered or
   dropped from the middle;
-* a proposal: ``b"proposal\\x00" workspace \\x00 proposal id``.
+* a proposal: ``b"proposal\\x00" workspace \\x00 proposal id``;
+* a key rotation's record: ``b"rotation\\x00" workspace \\x00 rotation number``.
 
 A sealed empty text is exactly `SEALED_EMPTY_BYTES` (73) bytes: what a Clear must send.
 
@@ -121,6 +122,11 @@ def transcript_place(workspace_id: str, conversation_id: str, seq: int, role: st
 
 def proposal_place(workspace_id: str, proposal_id: str) -> bytes:
     return b"proposal\x00" + workspace_id.encode() + b"\x00" + proposal_id.encode()
+
+
+def rotation_place(workspace_id: str, number: int) -> bytes:
+    """A key rotation's record (which heads were re-sealed, which versions forgotten)."""
+    return b"rotation\x00" + workspace_id.encode() + b"\x00" + str(number).encode()
 
 
 def associated_data(workspace_id: str, path: str) -> bytes:
@@ -221,16 +227,23 @@ def seal_v2(
     return head + nonce + aead(key).encrypt(nonce, bytes([encoding]) + payload, _ad_v2(place, head))
 
 
+#: A delta at most this fraction of its text is taken without trying zlib on the whole text, which
+#: costs more time than the few bytes it could save over so small a delta.
+_SMALL_DELTA = 8
+
+
 def _payload(data: bytes, base: tuple[int, bytes] | None) -> tuple[bytes, int]:
-    """The smallest of raw, zlib and (given a base version and its text) a delta: (payload, encoding)."""
+    """(payload, encoding): a delta against the base version's text where it is under an eighth of
+    the text, else the smallest of raw, zlib and (given a base) a delta."""
+    edit = None if base is None else delta.encode(base[0], base[1], data)
+    if edit is not None and len(edit) * _SMALL_DELTA <= len(data):
+        return edit, DELTA
     payload, encoding = data, RAW
     packed = delta.compress(data)
     if packed is not None:
         payload, encoding = packed, ZLIB
-    if base is not None:
-        edit = delta.encode(base[0], base[1], data)
-        if len(edit) < len(payload):
-            payload, encoding = edit, DELTA
+    if edit is not None and len(edit) < len(payload):
+        payload, encoding = edit, DELTA
     return payload, encoding
 
 

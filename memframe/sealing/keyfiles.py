@@ -158,6 +158,77 @@ def load_key(workspace_id: str, *, remote_url: str | None = None, prompt: Passph
     return decode_key_file(raw, passphrase, source=f"key file {source}")
 
 
+# --- a rotation's new key: pending until the server has acknowledged it ---------------------------
+
+
+def pending_key_file(workspace_id: str, remote_url: str | None = None) -> Path:
+    """Where a rotation keeps its new key before the upload: beside the key file."""
+    current = paths.key_file(workspace_id, remote_url)
+    return current.with_name(current.name + ".pending")
+
+
+def key_is_wrapped(workspace_id: str, remote_url: str | None = None) -> bool:
+    try:
+        return key_file_is_wrapped(paths.key_file(workspace_id, remote_url).read_bytes())
+    except OSError:
+        return False
+
+
+def write_pending_key(key: bytes, workspace_id: str, *, remote_url: str | None = None, passphrase: str | None) -> Path:
+    """The new key, written (0600, fsync'd) before anything is uploaded: no crash loses its only copy."""
+    target = pending_key_file(workspace_id, remote_url)
+    paths.write_private_file(target, encode_key_file(key, workspace_id, passphrase))
+    return target
+
+
+def load_pending_key(
+    workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None
+) -> bytes | None:
+    """A rotation's new key not yet made current (a rotation was interrupted), or None."""
+    source = pending_key_file(workspace_id, remote_url)
+    try:
+        raw = source.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KeyFileError(f"Cannot read the pending key file {source}: {exc.strerror}.") from None
+    passphrase = (
+        _passphrase(prompt, f"Passphrase for workspace {workspace_id!r}: ") if key_file_is_wrapped(raw) else None
+    )
+    return decode_key_file(raw, passphrase, source=f"pending key file {source}")
+
+
+def promote_pending_key(workspace_id: str, *, remote_url: str | None = None) -> Path:
+    """Make the pending key the key (one atomic rename over the old key file, which is gone)."""
+    target = paths.key_file(workspace_id, remote_url)
+    os.replace(pending_key_file(workspace_id, remote_url), target)
+    _sync_folder(target)
+    return target
+
+
+def discard_pending_key(workspace_id: str, *, remote_url: str | None = None) -> None:
+    """A pending key the server never took (the rotation did not land): removed."""
+    pending_key_file(workspace_id, remote_url).unlink(missing_ok=True)
+
+
+def _sync_folder(path: Path) -> None:
+    """The rename itself made durable."""
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def passphrase_for(
+    workspace_id: str, *, remote_url: str | None = None, prompt: PassphrasePrompt | None = None
+) -> str | None:
+    """The passphrase the workspace's key file is wrapped with (None if it is not wrapped)."""
+    if not key_is_wrapped(workspace_id, remote_url):
+        return None
+    return _passphrase(prompt, f"Passphrase to wrap the new key of {workspace_id!r} (the key file's own): ")
+
+
 def _passphrase(prompt: PassphrasePrompt | None, question: str) -> str | None:
     value = settings.current().passphrase  # $MEMFRAME_PASSPHRASE
     if value:

@@ -1,4 +1,4 @@
-"""Transcript messages and proposals: records sealed in the same format as file versions, unchained.
+"""Transcript messages, proposals and rotation records: records sealed in the same format as file versions, unchained.
 
 Each is bound by its place (`memframe.sealing.format`) to where it belongs, so a message cannot be
 swapped into a note, reordered or dropped from the middle of its conversation, and a proposal
@@ -13,6 +13,7 @@ from memframe.sealing.format import (
     header,
     open_version,
     proposal_place,
+    rotation_place,
     seal_v2,
     transcript_place,
     utf8,
@@ -63,3 +64,12 @@ def open_proposal(key: bytes, blob: bytes, *, workspace_id: str, proposal_id: st
     """Proposals are short-lived: a v1 one (under its old path) still opens."""
     place, legacy_ad = proposal_place(workspace_id, proposal_id), associated_data(workspace_id, legacy_path)
     return utf8(open_version(aead(key), blob, place, legacy_ad)[0])
+
+
+def seal_rotation(key: bytes, text: str, *, workspace_id: str, number: int) -> bytes:
+    """A key rotation's record, sealed under the new key: a server cannot forge a forgetting."""
+    return seal_v2(key, text, rotation_place(workspace_id, number))
+
+
+def open_rotation(key: bytes, blob: bytes, *, workspace_id: str, number: int) -> str:
+    return utf8(open_version(aead(key), blob, rotation_place(workspace_id, number), None)[0])

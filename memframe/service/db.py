@@ -246,6 +246,31 @@ class Database:
                     "The memory store could not save (the disk may be full or failing); nothing was written."
                 ) from exc
 
+    @contextmanager
+    def destroying(self) -> Iterator[None]:
+        """Writes inside overwrite what they delete or replace with zeros (`secure_delete`), for a
+        rotation that destroys old ciphertext; other writes do not pay for it."""
+        with self._lock:
+            self._writer.execute("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._writer.execute("PRAGMA secure_delete = OFF")
+
+    def scrub(self) -> str:
+        """Take bytes deleted or replaced off the disk: every page rewritten (VACUUM), then the WAL
+        copied back and emptied (`wal_checkpoint(TRUNCATE)`, waiting for readers); says what was done."""
+        with self._lock:
+            self._writer.execute("VACUUM")
+            busy = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            return (
+                f"The database {self.path} was rewritten, but another process was still reading it, so its"
+                " -wal file may hold old pages until that process ends."
+            )
+        return f"The database {self.path} and its -wal were rewritten: the old bytes are in neither."
+
     def write_together(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """`work(conn)` as one atomic batch that may share its transaction, and its fsync, with
         other threads' batches (`group_commit`): it commits or fails alone, in its own savepoint,

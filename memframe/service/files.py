@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from memframe import sealing
-from memframe.core.errors import DocumentDeleted, InvalidInput, NotFound, TooLarge, VersionConflict
+from memframe.core.errors import DocumentDeleted, InvalidInput, KeyRotated, NotFound, TooLarge, VersionConflict
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
 from memframe.sealing import content_hash, plaintext_size
 
@@ -78,6 +78,7 @@ def insert_version(
         raise TooLarge(f"A document may be at most {MAX_DOCUMENT_BYTES} bytes once encrypted.")
     if ciphertext is not None:
         check_well_formed(ciphertext)
+        check_chain(conn, workspace_id, path, version, ciphertext)
     size = 0 if ciphertext is None else plaintext_size(ciphertext)
     digest = "" if ciphertext is None else content_hash(ciphertext)
     conn.execute(
@@ -116,6 +117,31 @@ def check_well_formed(ciphertext: bytes) -> None:
             f"The body is not a sealed text in memframe's format (at least {sealing.SEALED_EMPTY_BYTES} bytes,"
             " with its header); nothing was written."
         )
+
+
+def check_chain(conn: sqlite3.Connection, workspace_id: str, path: str, version: int, ciphertext: bytes) -> None:
+    """A version that names a predecessor must name the stored one: what a client still holding a
+    head from before a key rotation sends (its old ciphertext), refused before it lands under the
+    old key beside versions under the new one."""
+    head = sealing.header(ciphertext)
+    if head is None or head.previous == sealing.NO_PREVIOUS or version < 2:
+        return
+    row = conn.execute(
+        "SELECT content_hash FROM file_versions WHERE workspace_id = ? AND path = ? AND version = ?",
+        (workspace_id, path, version - 1),
+    ).fetchone()
+    if row is not None and str(row[0]) == head.previous.hex():
+        return
+    rotated = conn.execute(
+        "SELECT rotated_at, rotated_by FROM workspace_key_rotations WHERE workspace_id = ?"
+        " ORDER BY rotation DESC LIMIT 1",
+        (workspace_id,),
+    ).fetchone()
+    if rotated is not None:
+        raise KeyRotated.since(float(rotated[0]), str(rotated[1]))
+    raise InvalidInput(
+        f"Version {version} of {path} does not follow the stored version before it; nothing was written."
+    )
 
 
 def replace_ciphertext(

@@ -263,6 +263,22 @@ class PostgresDatabase(Database):
                 raise
             raise Unavailable("The memory store could not be read right now.") from exc
 
+    @contextmanager
+    def destroying(self) -> Iterator[None]:
+        """PostgreSQL never overwrites a row in place: `scrub` rewrites the tables instead."""
+        yield
+
+    def scrub(self) -> str:
+        """Rewrite the tables that held sealed texts (VACUUM FULL: new files, the old ones removed)."""
+        with self._connection() as raw:
+            raw.execute(
+                "VACUUM FULL file_versions, conversation_messages, workspace_memory_proposals, workspace_key_rotations"
+            )
+        return (
+            "The server's tables were rewritten (VACUUM FULL); its WAL archives and base backups made before now"
+            " still hold the old ciphertext, readable only with the old key."
+        )
+
     def close(self) -> None:
         if self._close_queue():
             self._pool.close()

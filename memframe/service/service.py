@@ -7,6 +7,7 @@ membership inside the same transaction that reads or writes.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput
 from memframe.core.namespace import refuse_lookalike
+from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -31,7 +33,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files, key_checks
+from memframe.service import files, key_checks, rotation
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -207,6 +209,46 @@ class MemoryService:
         """An admin's repair: remove the key check, so the owner's next init or key session sets it anew."""
         with self.db.write() as conn:
             return key_checks.reset(conn, workspace_id)
+
+    # --- key rotation (forgetting) ------------------------------------------------------------
+
+    def sealed_records(self, user: str, workspace_id: str) -> SealedRecords:
+        """What a rotation re-seals besides file versions (`memframe.service.rotation`)."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return rotation.sealed_records(conn, workspace_id)
+
+    def latest_rotation(self, user: str, workspace_id: str) -> Rotation | None:
+        """The newest rotation of the workspace's key (when, by whom, its sealed record), if any."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            return rotation.latest_rotation(conn, workspace_id)
+
+    def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan) -> Destroyed:
+        """Swap in a rotation in one transaction (`rotation.rotate`), forget the revoked sessions'
+        keys, then take the old bytes off the disk (`Database.scrub`)."""
+        live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
+        with self.db.destroying(), self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            done = rotation.rotate(conn, workspace_id, user, self.db.clock(), plan, live)
+        for session in live:
+            self.key_sessions.forget(session)
+        # A session opened with the old key while the rotation ran (it read the old key check before
+        # the swap) is revoked now; any later one is refused by the new key check.
+        late = self._live_sessions(user, workspace_id) - live
+        if late:
+            with self.db.write() as conn:
+                rotation.revoke(conn, workspace_id, self.db.clock(), late)
+            for session in late:
+                self.key_sessions.forget(session)
+        return dataclasses.replace(done, disk=self.db.scrub())
+
+    def _live_sessions(self, user: str, workspace_id: str) -> set[str]:
+        """The key sessions the store holds for the workspace, every member's."""
+        with self.db.read() as conn:
+            require_member(conn, user, workspace_id)
+            rows = conn.execute("SELECT user_id FROM memberships WHERE workspace_id = ?", (workspace_id,)).fetchall()
+        return {sid for (member,) in rows for sid, _ in self.key_sessions.sessions_of(str(member), workspace_id)}
 
     def delete_file(self, user: str, workspace_id: str, path: str, base_version: int) -> VersionInfo:
         """A delete is a tombstone version: history stays, and plain writes do not revive it."""

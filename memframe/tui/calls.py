@@ -122,6 +122,9 @@ class HistoryPage:
     before: int | None
     limit: int
     error: MemframeError | None = None
+    #: On the page that reaches the start of a history whose older versions were forgotten: the line
+    #: saying so ("versions 1–(N−1) were forgotten on DATE by WHO").
+    forgotten: str | None = None
 
     @property
     def last_page(self) -> bool:
@@ -130,7 +133,11 @@ class HistoryPage:
 
 def history_page(backend: Backend, limit: int, before: int | None) -> HistoryPage:
     rows, error = attempt(lambda: backend.history(limit=limit, before=before))
-    return HistoryPage(rows or [], before, limit, error)
+    page = HistoryPage(rows or [], before, limit, error)
+    if page.last_page and page.rows and page.rows[-1].version > 1:
+        line, _ = attempt(backend.forgotten_line)
+        return HistoryPage(page.rows, before, limit, None, line)
+    return page
 
 
 class RevisionTexts:

@@ -84,6 +84,27 @@ ROUTES: dict[tuple[str, str], Call] = {
     ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"): Call(
         "POST", lambda w: f"/api/v1/workspaces/{w}/key-sessions", {}, {"key": base64.b64encode(bytes(32)).decode()}
     ),
+    # forgetting: key rotation
+    ("get", "/api/v1/workspaces/{workspace_id}/sealed-records"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/sealed-records", {}
+    ),
+    ("get", "/api/v1/workspaces/{workspace_id}/key-rotation"): Call(
+        "GET", lambda w: f"/api/v1/workspaces/{w}/key-rotation", {}
+    ),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotations"): Call(
+        "POST",
+        lambda w: f"/api/v1/workspaces/{w}/key-rotations",
+        {},
+        {
+            "oldKeyCheck": "f" * 64,
+            "newKeyCheck": "1" * 64,
+            "heads": {},
+            "versions": [],
+            "messages": [],
+            "proposals": [],
+            "sealedRecord": base64.b64encode(bytes(73)).decode(),
+        },
+    ),
     ("delete", "/api/v1/automation/key-sessions/{session_id}"): Call(
         "DELETE", lambda w: f"/api/v1/automation/key-sessions/ks-{w}", {}
     ),
@@ -113,6 +134,7 @@ ROUTES: dict[tuple[str, str], Call] = {
 OWNER_ALSO = {
     ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"): 422,  # the key cannot open the fake memory
     ("put", "/api/v1/workspaces/{workspace_id}/key-check"): 422,  # another key check is already there
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotations"): 422,  # not the workspace's key check
     ("delete", "/api/v1/automation/key-sessions/{session_id}"): 404,
     ("post", "/api/v1/agents/assistant/{conversation_id}/messages"): 409,  # workspace AI is off
     ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"): 404,

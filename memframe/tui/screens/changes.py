@@ -87,6 +87,7 @@ class ChangesScreen(Screen[int | None]):
         self.rows: dict[int, VersionInfo] = {}
         self.oldest: int | None = None
         self.complete = False
+        self.forgotten = ""  # "versions 1–(N−1) were forgotten …", once the oldest page says so
         self.fetching = False
         self.against = "previous"
         #: "diff" (against `against`) or "text" (the revision's whole text).
@@ -130,6 +131,7 @@ class ChangesScreen(Screen[int | None]):
             total = f"{self.total:,} revision{'s' if self.total != 1 else ''}"
             listed = "" if self.complete else f" ({len(self.rows):,} listed; more load as you go)"
             text = f"Changes — {total}{listed}"
+        text += f" · {self.forgotten}" if self.forgotten else ""
         text += f" · ● is version {self.state.base_version}, the editor's base"
         if self.opened_at is not None:
             text += f" · opened at revision {self.opened_at}"
@@ -168,6 +170,7 @@ class ChangesScreen(Screen[int | None]):
             if self.total is None:
                 self.total = page.rows[0].version
         self.complete = page.last_page or (self.oldest is not None and self.oldest <= 1)
+        self.forgotten = page.forgotten or self.forgotten
         table.more_to_come = not self.complete
         self._title()
         if self.owed and page.rows:
