@@ -106,6 +106,10 @@ class _ArchiveStore:
     def set_key_check(self, key_check: str) -> None:
         raise ChainBroken("The archive has no key check; nothing in it is trusted.")
 
+    def rotation(self) -> None:
+        """An archive records no key rotation: its chains are walked whole, from version 1."""
+        return None
+
 
 def _stored(v: dict[str, Any]) -> StoredVersion:
     blob = v["ciphertext"]
