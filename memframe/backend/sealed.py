@@ -2,20 +2,20 @@
 
 This is the only place a human write's text is encrypted, whichever backend
 is used, so local and remote cannot drift apart in what they store. It is the
-whole `Backend` protocol over a store, one short method per promise, which is why
-it runs past 400 lines; walking a chain (`verify`) and re-sealing old versions
-(`compact`) live in modules of their own.
+whole `Backend` protocol over a store, one short method per promise; walking a chain
+(`verify`), re-sealing old versions (`compact`), key rotations (`rotation`) and opening what
+the Assistant left behind (`assistant_records`) live in modules of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from memframe import sealing
+from memframe.backend.assistant_records import AssistantRecords
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.rotation import Rotating
@@ -27,13 +27,10 @@ from memframe.core.errors import (
     KeySessionUnavailable,
     MemframeError,
     NotFound,
-    ProposalNotMarked,
-    ProposalRetired,
     VersionConflict,
     WrongKey,
 )
 from memframe.core.memory_state import MemoryState
-from memframe.core.paths import proposal_path
 from memframe.core.types import (
     MEMORY_PATH,
     MemoryDocument,
@@ -47,11 +44,10 @@ from memframe.core.types import (
 
 if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the first proposal, not at start
     from memframe.backend.compact import Compacted
-    from memframe.core.blame import CaptureMessage
-    from memframe.core.turns import AIConsent, Proposal, ProposalRecord, Receipt, TurnResult
+    from memframe.core.turns import AIConsent, TurnResult
 
 
-class SealedBackend(Rotating):
+class SealedBackend(AssistantRecords, Rotating):
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
     def __init__(
@@ -395,82 +391,6 @@ class SealedBackend(Rotating):
             memory_state=header,
             on_text=on_text,
         )
-
-    def receipts(self, conversation_id: str) -> list[Receipt]:
-        return self.store.receipts(conversation_id)
-
-    def transcript(self, conversation_id: str) -> list[tuple[str, str]]:
-        """Each message opens only at its position and role (see `sealing.open_transcript`)."""
-        return sealing.open_transcript(
-            self._key, self.workspace_id, conversation_id, self.store.transcript(conversation_id)
-        )
-
-    def capture_messages(self) -> dict[int, CaptureMessage]:
-        from memframe.core.blame import CaptureMessage
-        from memframe.core.errors import DecryptionFailed
-
-        found: dict[int, CaptureMessage] = {}
-        opened: dict[str, list[tuple[str, str]]] = {}
-        for origin in self.store.capture_origins():
-            message = None
-            if origin.message_seq is not None:
-                if origin.conversation_id not in opened:
-                    try:
-                        opened[origin.conversation_id] = self.transcript(origin.conversation_id)
-                    except (NotFound, DecryptionFailed):  # gone, or sealed with another key: no message
-                        opened[origin.conversation_id] = []
-                rows = opened[origin.conversation_id]
-                if 0 < origin.message_seq <= len(rows):
-                    message = rows[origin.message_seq - 1][1]
-            found[origin.version] = CaptureMessage(origin.conversation_id, origin.admission_id, message)
-        return found
-
-    def proposals(self) -> list[Proposal]:
-        return [self._open_proposal(record) for record in self.store.proposals()]
-
-    def _open_proposal(self, record: ProposalRecord) -> Proposal:
-        from memframe.core.edits import parse_changes
-        from memframe.core.turns import Proposal
-
-        raw = sealing.open_proposal(
-            self._key,
-            record.sealed_edits,
-            workspace_id=self.workspace_id,
-            proposal_id=record.id,
-            legacy_path=proposal_path(record.id),
-        )
-        return Proposal(
-            record.id,
-            record.base_version,
-            record.clear_generation,
-            record.reason,
-            tuple(parse_changes(json.loads(raw))),
-            record.created_at,
-        )
-
-    def apply_proposal(self, proposal_id: str, base_version: int) -> VersionInfo:
-        from memframe.core.edits import apply_memory_changes
-        from memframe.core.turns import ProposalStatus
-
-        proposal = next((p for p in self.proposals() if p.id == proposal_id), None)
-        if proposal is None:
-            raise NotFound("No such pending proposal.")
-        if proposal.clear_generation != self.get_policy().clear_generation:
-            raise ProposalRetired()
-        current = self.load()
-        if current.version != base_version:
-            raise VersionConflict(current.version)
-        info = self.save(apply_memory_changes(current.text, list(proposal.changes)), base_version)
-        try:
-            self.store.resolve_proposal(proposal_id, ProposalStatus.APPLIED)
-        except MemframeError as exc:  # the Save landed: say so, with its version, never "not applied"
-            raise ProposalNotMarked.landed(info, exc) from None
-        return info
-
-    def dismiss_proposal(self, proposal_id: str) -> None:
-        from memframe.core.turns import ProposalStatus
-
-        self.store.resolve_proposal(proposal_id, ProposalStatus.DISMISSED)
 
     def close(self) -> None:
         # Already gone (expired, revoked, or the server is down): nothing is left to forget.
