@@ -7,6 +7,7 @@ data, so no backend error can take the frame down.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from memframe.backend.base import Backend
@@ -31,8 +32,9 @@ class BlameOutcome:
     error: MemframeError | None = None
 
 
-def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) -> list[Revision]:
-    """Versions 1..`at`, oldest first, decrypted, each with who wrote it as blame names them."""
+def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) -> Iterator[Revision]:
+    """Versions 1..`at`, oldest first, decrypted a page at a time as blame reads them (so the texts
+    of a long history are never all held at once), each with who wrote it as blame names them."""
     infos = []
     before: int | None = at + 1
     while before is not None and before > 1:
@@ -40,15 +42,13 @@ def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) ->
         infos.extend(page)
         before = page[-1].version if len(page) == PAGE else None
     infos.reverse()
-    texts: dict[int, str] = {}
     for start in range(0, len(infos), PAGE):
-        texts.update(backend.read_revisions([i.version for i in infos[start : start + PAGE]]))
-    found = []
-    for i in infos:
-        origin = captures.get(i.version)
-        who = origin.conversation_id if i.author is Author.ASSISTANT and origin is not None else i.actor
-        found.append(Revision(i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from))
-    return found
+        chunk = infos[start : start + PAGE]
+        texts = backend.read_revisions([i.version for i in chunk])
+        for i in chunk:
+            origin = captures.get(i.version)
+            who = origin.conversation_id if i.author is Author.ASSISTANT and origin is not None else i.actor
+            yield Revision(i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from)
 
 
 def blame_at(backend: Backend, at: int) -> BlameOutcome:
