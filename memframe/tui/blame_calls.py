@@ -69,15 +69,19 @@ class RevertOutcome:
     current: str
     reverted: Reverted | None = None
     error: MemframeError | None = None
+    #: The change being reverted: the text before `revision` and its own.
+    before: str = ""
+    after: str = ""
 
 
 def revert_on(texts: RevisionTexts, revision: int, current: str, base_version: int) -> RevertOutcome:
     """The inverse of `revision`'s change (its text against the one before it) applied onto `current`."""
     try:
-        reverted = revert(texts.get(revision - 1), texts.get(revision), current)
+        before, after = texts.get(revision - 1), texts.get(revision)
+        reverted = revert(before, after, current)
     except Exception as exc:
         return RevertOutcome(revision, base_version, current, error=as_error(exc))
-    return RevertOutcome(revision, base_version, current, reverted)
+    return RevertOutcome(revision, base_version, current, reverted, before=before, after=after)
 
 
 @dataclass(frozen=True)

@@ -42,13 +42,12 @@ async def revert(host: FlowHost, revision: int) -> None:
     if reverted.text is None:
         from memframe.tui.dialogs.revert_conflict import RevertConflict
 
-        dialog = RevertConflict(revision, base, current, reverted.draft, reverted.conflicts)
-        if await host.ask(dialog) == "edit":
+        if await host.ask(RevertConflict(outcome)) == "edit":
             state.edit(reverted.draft)
             host.show(reverted.draft)
-            lines = ", ".join(str(c.line) for c in reverted.conflicts)
-            host.say(f"Version {revision}'s change is undone where it could be; later edits touched line(s) "
-                     f"{lines}, left as they are. Edit them, then {state.key('save')} saves the result.")  # fmt: skip
+            at = ", ".join(str(c.line) for c in reverted.conflicts)
+            host.say(f"Your draft: version {revision}'s change undone where it could be. Later edits touched it "
+                     f"at line {at}, left as is: edit there, then {state.key('save')} saves.")  # fmt: skip
         else:
             host.say(f"Not reverted: later edits touched the lines version {revision} changed. Nothing was written.")
         return

@@ -135,7 +135,7 @@ def test_a_conflicting_revert_writes_nothing_and_offers_the_result_to_edit(stage
         await settle(pilot)
         assert app.state.base_version == 3 and app.state.dirty
         assert main_screen(pilot).editor.text == before.replace("on leave", "back")
-        assert "line(s) 4" in app.state.message
+        assert "at line 4" in app.state.message
 
     drive(app, script)
     assert stage.other.load().version == 3

@@ -1,8 +1,8 @@
 """The revert conflict: later edits touched the lines a version changed, so reverting it wrote nothing.
 
-Shows the current text, what the revert would remove and put back where it could not, and the diff of
-the result with only the clean parts undone. "Edit the result" makes that result the person's draft
-(nothing is written until they Save it); "Keep" leaves the memory as it is.
+Shows the current text, what the revert would remove and put back where it could not, the change
+being reverted, and the diff of the result with only the clean parts undone. "Edit the result" makes
+that result the person's draft (nothing is written until they Save it); "Keep" leaves the memory as is.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.revert import Conflict
+from memframe.tui.blame_calls import RevertOutcome
 from memframe.tui.text import diff_text
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -52,13 +53,15 @@ class RevertConflict(ModalScreen[RevertChoice]):
                 tooltip="Keep the current version; nothing is written"),
     ]  # fmt: skip
 
-    def __init__(self, revision: int, base_version: int, current: str, draft: str, conflicts: tuple[Conflict, ...]):
+    def __init__(self, outcome: RevertOutcome) -> None:
         super().__init__(classes="dialog")
-        self.revision = revision
-        self.base_version = base_version
-        self.current = current
-        self.draft = draft
-        self.conflicts = conflicts
+        assert outcome.reverted is not None
+        self.revision = outcome.revision
+        self.base_version = outcome.base_version
+        self.current = outcome.current
+        self.draft = outcome.reverted.draft
+        self.conflicts = outcome.reverted.conflicts
+        self.change = (outcome.before, outcome.after)
 
     def compose(self) -> ComposeResult:
         base = self.base_version
@@ -77,8 +80,12 @@ class RevertConflict(ModalScreen[RevertChoice]):
                         yield Static("What the revert would change there", classes="pane-title")
                         yield Static(conflict_text(self.conflicts))
                 with VerticalScroll(id="conflict-diff", classes="pane"):
-                    yield Static(f"Version {base} → the result with only the clean parts undone", classes="pane-title")
-                    yield Static(diff_text(self.current, self.draft, f"version {base}", "result"))
+                    n = self.revision
+                    yield Static(f"The change being reverted (version {n - 1} → {n})", classes="pane-title")
+                    yield Static(diff_text(*self.change, f"version {n - 1}" if n > 1 else "nothing", f"version {n}"))
+                    if self.draft != self.current:
+                        yield Static(f"Version {base} → the result with the clean parts undone", classes="pane-title")
+                        yield Static(diff_text(self.current, self.draft, f"version {base}", "result"))
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Edit the result", id="edit", variant="primary")
                 yield Button(f"Keep version {base}", id="keep")
