@@ -260,8 +260,7 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
             self._show_diff(version)
 
     def action_toggle_against(self) -> None:
-        self.against = "current" if self.against == "previous" else "previous"
-        self.view = "diff"
+        self.against, self.view = ("current" if self.against == "previous" else "previous"), "diff"
         self._redraw()
 
     def action_toggle_view(self) -> None:
@@ -269,14 +268,11 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         self._redraw()
 
     def action_restore(self) -> None:
-        version = self.table.highlighted()
-        info = self.rows.get(version) if version is not None else None
-        if info is None:
-            return
-        if info.operation is Operation.DELETE:
+        info = self.rows.get(version) if (version := self.table.highlighted()) is not None else None
+        if info is not None and info.operation is Operation.DELETE:
             self.notify("That revision is a deletion; there is no text to restore.", severity="warning")
-            return
-        self.dismiss(version)
+        elif info is not None:
+            self.dismiss(info.version)
 
     def action_revert(self) -> None:
         if (version := self.table.highlighted()) is not None:
@@ -359,11 +355,10 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         self._title()
 
     def action_next_match(self) -> None:
-        version = self.search.next_match(self.table.highlighted())
-        if version is None:
+        if (version := self.search.next_match(self.table.highlighted())) is None:
             self._title("no search results: / searches")
-            return
-        self._seek(version)
+        else:
+            self._seek(version)
 
     # --- the one input box (go to, search) --------------------------------------------------------
 
