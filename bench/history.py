@@ -21,7 +21,7 @@ from memframe.backend.local import LocalBackend
 from memframe.core.types import MEMORY_PATH
 from memframe.sealing import format as sealed_format
 from memframe.service import MemoryService
-from memframe.tui import calls
+from memframe.tui import blame_calls, calls
 from memframe.tui.text import diff_text
 
 PAGE = 50
@@ -246,5 +246,53 @@ def history_patch(tmp: Path, s: Settings, home: Path) -> list[Figure]:
     return [whole, per]
 
 
+def blame_newest(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
+    """The frame's blame of the newest revision (every version listed, opened and matched line by line)
+    against listing and opening those revisions as the frame reads them: the cost of blame's matching.
+    Opening alone (no listing) is timed too, and its ratio given in the note."""
+    with memframe_home(home):
+        from memframe import paths
+
+        service = MemoryService(paths.local_database())
+    count = s.history_revisions
+
+    def blame(_: int) -> None:
+        backend = LocalBackend(service, ws.id, ws.key)  # a fresh client each round: nothing opened is kept
+        outcome = blame_calls.blame_at(backend, count)
+        assert outcome.error is None and outcome.lines, outcome.error
+
+    def open_all(listing: bool) -> None:
+        backend = LocalBackend(service, ws.id, ws.key)
+        if listing:
+            before: int | None = count + 1
+            while before is not None and before > 1:
+                page = backend.history(limit=blame_calls.PAGE, before=before)
+                before = page[-1].version if len(page) == blame_calls.PAGE else None
+        for start in range(1, count + 1, blame_calls.PAGE):
+            backend.read_revisions(list(range(start, min(count, start + blame_calls.PAGE - 1) + 1)))
+
+    try:
+        subject, base = paired(blame, lambda _: open_all(True), s.blame_runs, rounds=s.blame_runs, warmup=1)
+        alone = Stats.of([time_once(lambda: open_all(False)) for _ in range(s.blame_runs)])
+    finally:
+        service.close()
+    figure = latency_figure(
+        f"blame of the newest revision, {count:,} revisions",
+        subject,
+        base,
+        aim="≤ 2× open",
+        aim_op="ratio<=",
+        aim_limit=2.0,
+        floor_name=f"list and open those {count:,} revisions",
+    )
+    figure.note = (
+        f"opening them without listing takes {alone.p50 * 1000:.0f} ms p50 "
+        f"({subject.p50 / alone.p50:.2f}× for blame); blame reads and matches a page of 1,000 at a time"
+    )
+    return [figure]
+
+
 def history_figures(tmp: Path, s: Settings, home: Path, ws: Workspace) -> list[Figure]:
-    return history_list(home, ws, s) + newest_diffs(home, ws, s) + history_patch(tmp, s, home)
+    return (
+        history_list(home, ws, s) + newest_diffs(home, ws, s) + blame_newest(home, ws, s) + history_patch(tmp, s, home)
+    )

@@ -18,6 +18,7 @@ class Settings:
     list_samples: int = 200
     diff_rounds: int = 15
     patch_runs: int = 5
+    blame_runs: int = 5
     paint_runs: int = 7
     rss_runs: int = 1
     walk_rows: int = 120
@@ -44,6 +45,7 @@ QUICK = Settings(
     list_samples=5,
     diff_rounds=1,
     patch_runs=1,
+    blame_runs=1,
     paint_runs=1,
     rss_runs=1,
     walk_rows=5,

@@ -25,10 +25,12 @@ class Conflict:
 
 @dataclass(frozen=True)
 class Reverted:
-    """The text with the change undone, or the conflicts (then `text` is None: nothing to write)."""
+    """The text with the change undone, or the conflicts (then `text` is None: nothing to write, and
+    `draft` is the current text with only the hunks that apply cleanly undone, for a person to finish)."""
 
     text: str | None
     conflicts: tuple[Conflict, ...] = ()
+    draft: str = ""
 
 
 def revert(before: str, after: str, current: str) -> Reverted:
@@ -66,10 +68,10 @@ def revert(before: str, after: str, current: str) -> Reverted:
             )
             continue
         edits.append((place, place + (i2 - i1), theirs[j1:j2]))
-    if conflicts:
-        return Reverted(None, tuple(conflicts))
     for start, end, lines in sorted(edits, reverse=True):
         ours[start:end] = lines
+    if conflicts:
+        return Reverted(None, tuple(conflicts), "".join(ours))
     return Reverted("".join(ours))
 
 

@@ -190,3 +190,11 @@ def revision_diff(
     except Exception as exc:
         return RevisionDiff(version, against, old_label, new_label, error=as_error(exc))
     return RevisionDiff(version, against, old_label, new_label, old, new)
+
+
+def revision_text(texts: RevisionTexts, version: int) -> RevisionDiff:
+    """Revision `version`'s whole text (in `new`), or why it could not be read."""
+    try:
+        return RevisionDiff(version, "text", "", f"revision {version}", "", texts.get(version))
+    except Exception as exc:
+        return RevisionDiff(version, "text", "", f"revision {version}", error=as_error(exc))

@@ -110,6 +110,12 @@ async def save(host: FlowHost) -> bool:
         newer = "" if state.conflict is None else f" Version {state.conflict.version} is newer: {reload_key} loads it."
         host.say(f"No unsaved changes; version {state.base_version} is what the server holds.{newer}")
         return True
+    if state.oversized and not state.saved_oversized:  # kept, but withheld from recall: asked first
+        from memframe.tui.dialogs.over_bound import over_bound
+
+        if not await host.ask(over_bound(state.size, state.key("budget"))):
+            host.say("Not saved; your draft is kept. Shorten it, or Save again and choose Save anyway.")
+            return False
     outcome = await host.write(WriteRequest.save(state.draft, state.base_version))
     while outcome.conflict and outcome.server is not None:
         from memframe.tui.dialogs import ConflictScreen

@@ -64,7 +64,10 @@ def screens() -> list[tuple[str, list[BindingType]]]:
     """Every screen and dialog of the frame with its bindings, in the order a person meets them."""
     from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
     from memframe.tui.dialogs.confirm import ConfirmAction
+    from memframe.tui.dialogs.revert_conflict import RevertConflict
     from memframe.tui.screens.assistant import AssistantScreen
+    from memframe.tui.screens.blame import BlameScreen
+    from memframe.tui.screens.budget import BudgetScreen
     from memframe.tui.screens.changes import ChangesScreen
     from memframe.tui.screens.memory import MemoryScreen
     from memframe.tui.screens.mode import ModeSwitcher
@@ -75,6 +78,8 @@ def screens() -> list[tuple[str, list[BindingType]]]:
         ("Everywhere", list(APP_BINDINGS)),
         ("Memory (the editor)", [*MemoryScreen.BINDINGS, *MemoryEditor.BINDINGS]),
         ("Changes", list(ChangesScreen.BINDINGS)),
+        ("Blame", list(BlameScreen.BINDINGS)),
+        ("Budget", list(BudgetScreen.BINDINGS)),
         ("Assistant", list(AssistantScreen.BINDINGS)),
         ("Proposals", list(ProposalsScreen.BINDINGS)),
         ("Mode", list(ModeSwitcher.BINDINGS)),
@@ -87,6 +92,7 @@ def screens() -> list[tuple[str, list[BindingType]]]:
                 ("apply", "applying a proposal lost the race"),
             )
         ),
+        ("Revert conflict", list(RevertConflict.BINDINGS)),
         ("Clear", list(ConfirmClear.BINDINGS)),
         ("Clear conflict", list(ClearConflict.BINDINGS)),
         ("Are you sure?", list(ConfirmAction.BINDINGS)),

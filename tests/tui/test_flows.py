@@ -533,6 +533,8 @@ def test_oversized_draft_warns_and_still_saves_intact(stage: Stage) -> None:
         assert app.state.oversized and warning.display
         assert "not given to the Assistant" in str(warning.render())
         await press(pilot, "ctrl+s")
+        assert app.state.base_version == 0  # asked first: it would be kept, and withheld from recall
+        await press(pilot, "y")  # Save anyway
         assert app.state.base_version == 1
 
     drive(app, script)

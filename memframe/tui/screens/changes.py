@@ -1,21 +1,13 @@
 """Changes: the memory's revisions, reconstructed on this client from its encrypted versions.
 
-The list is metadata only (version, time, who, what, size) and arrives a
-page at a time as the cursor nears the end, so a long history never freezes
-the frame. Decrypting and diffing the highlighted revision runs on a worker
-thread too; a newer highlight supersedes an older one. Undo is not done here:
-the screen dismisses with the revision and the main screen restores it with
-the same draft and conflict handling as a Save.
-
-Opened `at` a revision (an Assistant answer's receipt), or asked for one by
-number (g), it keeps fetching pages until that revision is listed, then puts
-the cursor on it. For a long history: the title gives the total; Home and End
-go to the newest and oldest; Downs pressed past the last listed row are owed
-and paid when the next page arrives, so 100 Downs move 100 rows; `/` searches
-the text of every revision, decrypted on this machine on a worker thread,
-with progress and escape to cancel; `v` shows a revision's whole text instead
-of its diff. The list's widget is `widgets.revision_table`, the search's
-batches and wording `widgets.revision_search`; this screen connects them.
+The list is metadata only and arrives a page at a time as the cursor nears the end, so a long history
+never freezes the frame; decrypting and diffing the highlighted revision runs on a worker thread, and a
+newer highlight supersedes an older one. Undo and revert are not done here: the screen dismisses with
+the request and the main screen runs it with a Save's draft and conflict handling. Opened `at` a
+revision (a receipt), or asked for one (g), it fetches pages until that revision is listed. Home and
+End go to the newest and oldest; Downs past the last listed row are owed and paid when the next page
+arrives; `/` searches every revision's text, decrypted here (`widgets.revision_search`); `v` shows a
+whole text; `b` blames a revision line by line (`screens.blame`). The list is `widgets.revision_table`.
 """
 
 from __future__ import annotations
@@ -37,6 +29,7 @@ from memframe.core.types import Operation, VersionInfo
 from memframe.tui import calls
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
+from memframe.tui.revert_flow import RevertRequest
 from memframe.tui.state import DocumentState
 from memframe.tui.text import diff_text, human_size, operation, who
 from memframe.tui.widgets.footer import KeyFooter
@@ -50,8 +43,8 @@ SEEK_PAGE_SIZE = 1000
 PREFETCH_ROWS = 5
 
 
-class ChangesScreen(Screen[int | None]):
-    """Dismisses with a revision to restore (Undo), or None."""
+class ChangesScreen(Screen["int | RevertRequest | None"]):
+    """Dismisses with a revision to restore (Undo), a version whose change to revert, or None."""
 
     HELP_NAME = "Changes"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -59,6 +52,10 @@ class ChangesScreen(Screen[int | None]):
                 id="memframe.changes.back"),
         Binding("u", "restore", "Undo", tooltip="Restore this revision's text as a new version",
                 id="memframe.changes.restore"),
+        Binding("r", "revert", "Revert", tooltip="Undo only this version's change, keeping later edits",
+                id="memframe.changes.revert"),
+        Binding("b", "blame", "Blame", tooltip="Each line of this revision with the version, who and when",
+                id="memframe.changes.blame"),
         Binding("c", "toggle_against", "Compare", tooltip="Diff against the previous revision or the current text",
                 show=False, id="memframe.changes.against"),
         Binding("v", "toggle_view", "Text", tooltip="Show the revision's whole text, or its diff",
@@ -99,9 +96,7 @@ class ChangesScreen(Screen[int | None]):
         #: What the input box is for while shown: "goto" or "search".
         self.asking: str | None = None
         self.search = RevisionSearch()
-        self.pages = Tickets()
-        self.diffs = Tickets()
-        self.searches = Tickets()
+        self.pages, self.diffs, self.searches = Tickets(), Tickets(), Tickets()
 
     def compose(self) -> ComposeResult:
         yield Static(id="changes-title")
@@ -229,15 +224,9 @@ class ChangesScreen(Screen[int | None]):
     @work(thread=True, group="io-diff", exclusive=True, exit_on_error=False)
     def _diff(self, ticket: int, version: int, against: str, current: str, current_version: int) -> None:
         if against == "text":  # the revision's whole text, not a diff
-            try:
-                text = self.texts.get(version)
-            except Exception as exc:
-                diff = calls.RevisionDiff(version, "text", "", f"revision {version}", error=calls.as_error(exc))
-                self.post_message(DiffReady(ticket, diff, None))
-                return
-            diff = calls.RevisionDiff(version, "text", "", f"revision {version}", "", text)
-            shown = Text(text) if text else Text("(empty: this revision has no text)", style="dim")
-            self.post_message(DiffReady(ticket, diff, shown))
+            diff = calls.revision_text(self.texts, version)
+            shown = Text(diff.new) if diff.new else Text("(empty: this revision has no text)", style="dim")
+            self.post_message(DiffReady(ticket, diff, None if diff.error else shown))
             return
         diff = calls.revision_diff(self.texts, version, against, current, current_version)
         rendered = None if diff.error else diff_text(diff.old, diff.new, diff.old_label, diff.new_label)
@@ -270,13 +259,11 @@ class ChangesScreen(Screen[int | None]):
             body.update(message.rendered)
 
     def _redraw(self) -> None:
-        version = self.table.highlighted()
-        if version is not None:
+        if (version := self.table.highlighted()) is not None:
             self._show_diff(version)
 
     def action_toggle_against(self) -> None:
-        self.against = "current" if self.against == "previous" else "previous"
-        self.view = "diff"
+        self.against, self.view = ("current" if self.against == "previous" else "previous"), "diff"
         self._redraw()
 
     def action_toggle_view(self) -> None:
@@ -284,22 +271,35 @@ class ChangesScreen(Screen[int | None]):
         self._redraw()
 
     def action_restore(self) -> None:
-        version = self.table.highlighted()
-        info = self.rows.get(version) if version is not None else None
-        if info is None:
-            return
-        if info.operation is Operation.DELETE:
+        info = self.rows.get(version) if (version := self.table.highlighted()) is not None else None
+        if info is not None and info.operation is Operation.DELETE:
             self.notify("That revision is a deletion; there is no text to restore.", severity="warning")
-            return
-        self.dismiss(version)
+        elif info is not None:
+            self.dismiss(info.version)
+
+    def action_revert(self) -> None:
+        if (version := self.table.highlighted()) is not None:
+            self.dismiss(RevertRequest(version))
+
+    def action_blame(self) -> None:
+        """Blame the highlighted revision (the current one before any is listed); enter there opens a diff."""
+        from memframe.tui.screens.blame import BlameScreen
+
+        at = self.table.highlighted() or self.state.base_version
+        if at >= 1:
+            self.app.push_screen(BlameScreen(self.backend, at, clock=self.clock), self._blamed)
+
+    def _blamed(self, version: int | None) -> None:
+        if version is not None:  # enter on a line: that version's diff against the one before it
+            self.view, self.against = "diff", "previous"
+            self._seek(version)
 
     # --- Home, End, go to ------------------------------------------------------------------------
 
     def action_newest(self) -> None:
-        table = self.table
         self.owed = 0
-        if table.row_count:
-            table.move_cursor(row=0, animate=False)
+        if self.table.row_count:
+            self.table.move_cursor(row=0, animate=False)
 
     def action_oldest(self) -> None:
         """End: list every page (large ones), then the last row; the title counts them meanwhile."""
@@ -358,11 +358,10 @@ class ChangesScreen(Screen[int | None]):
         self._title()
 
     def action_next_match(self) -> None:
-        version = self.search.next_match(self.table.highlighted())
-        if version is None:
+        if (version := self.search.next_match(self.table.highlighted())) is None:
             self._title("no search results: / searches")
-            return
-        self._seek(version)
+        else:
+            self._seek(version)
 
     # --- the one input box (go to, search) --------------------------------------------------------
 
@@ -375,8 +374,7 @@ class ChangesScreen(Screen[int | None]):
         box.focus()
 
     def _close_input(self) -> None:
-        box = self.query_one("#changes-input", Input)
-        box.display = False
+        self.query_one("#changes-input", Input).display = False
         self.asking = None
         self.table.focus()
 

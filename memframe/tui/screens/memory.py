@@ -74,6 +74,8 @@ class MemoryScreen(Screen[None]):
                 id="memframe.assistant"),
         Binding("f3", "proposals", "Proposals", tooltip="Review the Assistant's proposed changes",
                 id="memframe.proposals"),
+        Binding("ctrl+b", "budget", "Budget", tooltip="Bytes per top-level heading, against the recall bound",
+                show=False, id="memframe.budget"),
         Binding(DRAFT_FILE_KEY, "draft_file", "Draft to file",
                 tooltip="Write the draft to a private file (when a Save fails)", show=False,
                 id="memframe.draft_file"),
@@ -311,6 +313,12 @@ class MemoryScreen(Screen[None]):
 
         self.run_flow("writing the draft to a file", flow)
 
+    def action_budget(self) -> None:
+        from memframe.tui.screens.budget import BudgetScreen
+
+        self.sync_draft()
+        self.app.push_screen(BudgetScreen(self.state.draft))
+
     def action_preview(self) -> None:
         self.editor.preview = not self.editor.preview
 
@@ -353,11 +361,14 @@ class MemoryScreen(Screen[None]):
         """Changes, optionally at revision `at`; an Undo chosen there runs here, like any write."""
         self.sync_draft()
 
-        def restore(revision: int | None) -> None:
-            if revision is not None:
-                self.run_flow("restoring", lambda: flows.undo(self, revision))
-
+        from memframe.tui.revert_flow import RevertRequest, revert
         from memframe.tui.screens.changes import ChangesScreen
+
+        def restore(chosen: int | RevertRequest | None) -> None:
+            if isinstance(chosen, RevertRequest):
+                self.run_flow("reverting", lambda: revert(self, chosen.version))
+            elif chosen is not None:
+                self.run_flow("restoring", lambda: flows.undo(self, chosen))
 
         self.app.push_screen(ChangesScreen(self.backend, self.state, clock=self.clock, at=at), restore)
 
