@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
-from memframe.wire.base import WireIn, WireOut, decode_base64, encode_base64
+from memframe.wire.base import Sealed, WireIn, WireOut, decode_base64, encode_base64
 
 
 class RotationOut(WireOut):
@@ -68,18 +68,18 @@ class SealedRecordsOut(WireOut):
 class ResealedVersion(WireIn):
     path: str
     version: int
-    ciphertext: str | None = Field(description="base64; null for a deletion's tombstone")
+    ciphertext: Sealed | None = Field(description="base64; null for a deletion's tombstone")
 
 
 class ResealedMessage(WireIn):
     conversation_id: str
     seq: int
-    ciphertext: str
+    ciphertext: Sealed
 
 
 class ResealedProposal(WireIn):
     id: str
-    ciphertext: str
+    ciphertext: Sealed
 
 
 class RotationIn(WireIn):
@@ -91,7 +91,7 @@ class RotationIn(WireIn):
     versions: list[ResealedVersion]
     messages: list[ResealedMessage]
     proposals: list[ResealedProposal]
-    sealed_record: str
+    sealed_record: Sealed
     forget_before: dict[str, int] = Field(default_factory=dict)
     forget_conversations: bool = False
 
