@@ -6,13 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from memframe.cli.options import add_command, add_model_options
+from memframe.cli.options import add_command, add_model_options, model_options
 from memframe.settings import Settings
 
 
 def cmd_model_check(args: argparse.Namespace) -> int:
     from memframe.assistant.model_check import run_checks
-    from memframe.assistant.openai_chat import ModelOptions
 
     if not args.model_url:
         print(
@@ -22,16 +21,7 @@ def cmd_model_check(args: argparse.Namespace) -> int:
         )
         return 1
     memory, where = _current_memory(args)
-    options = ModelOptions(
-        args.model_url,
-        args.model,
-        api_key=args.settings.model_key,
-        max_tokens=args.max_tokens,
-        tool_choice=args.tool_choice,
-        timeout=args.model_timeout,
-        system_as_user=args.system_as_user,
-        stream=not args.no_stream,
-    )
+    options = model_options(args)
     print(f"checking {args.model!r} at {args.model_url} with {where}", flush=True)
     checks = run_checks(options, memory=memory, say=lambda check: print(check.line(), flush=True))
     return 1 if any(check.ok is False for check in checks) else 0

@@ -17,6 +17,7 @@ from memframe.settings import Settings
 
 if TYPE_CHECKING:
     from memframe.assistant.models import ModelClient
+    from memframe.assistant.openai_chat import ModelOptions
     from memframe.backend.sealed import SealedBackend
 
 Handler = Callable[[argparse.Namespace], int]
@@ -166,20 +167,25 @@ def model_client(args: argparse.Namespace) -> ModelClient | None:
     """
     if not args.model_url or (getattr(args, "remote", None) and args.model_url == args.settings.model_url):
         return None
-    from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel
+    from memframe.assistant.openai_chat import OpenAIChatModel
 
-    return OpenAIChatModel(
-        ModelOptions(
-            args.model_url,
-            args.model,
-            api_key=args.settings.model_key,
-            max_tokens=args.max_tokens,
-            tool_choice=args.tool_choice,
-            timeout=args.model_timeout,
-            system_as_user=args.system_as_user,
-            stream=not args.no_stream,
-            temperature=args.temperature,
-        )
+    return OpenAIChatModel(model_options(args))
+
+
+def model_options(args: argparse.Namespace) -> ModelOptions:
+    """How to call the model the model options name (`model_client`'s, and `model check`'s)."""
+    from memframe.assistant.openai_chat import ModelOptions
+
+    return ModelOptions(
+        args.model_url,
+        args.model,
+        api_key=args.settings.model_key,
+        max_tokens=args.max_tokens,
+        tool_choice=args.tool_choice,
+        timeout=args.model_timeout,
+        system_as_user=args.system_as_user,
+        stream=not args.no_stream,
+        temperature=args.temperature,
     )
 
 
