@@ -17,6 +17,7 @@ from bench.harness import CONTEXT, Figure, Stats, child_env, latency_figure, log
 from bench.settings import Settings
 from bench.writes import git_env
 from memframe import sealing
+from memframe.backend import blame_input
 from memframe.backend.local import LocalBackend
 from memframe.core.types import MEMORY_PATH
 from memframe.sealing import format as sealed_format
@@ -266,10 +267,10 @@ def blame_newest(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
         if listing:
             before: int | None = count + 1
             while before is not None and before > 1:
-                page = backend.history(limit=blame_calls.PAGE, before=before)
-                before = page[-1].version if len(page) == blame_calls.PAGE else None
-        for start in range(1, count + 1, blame_calls.PAGE):
-            backend.read_revisions(list(range(start, min(count, start + blame_calls.PAGE - 1) + 1)))
+                page = backend.history(limit=blame_input.PAGE, before=before)
+                before = page[-1].version if len(page) == blame_input.PAGE else None
+        for start in range(1, count + 1, blame_input.PAGE):
+            backend.read_revisions(list(range(start, min(count, start + blame_input.PAGE - 1) + 1)))
 
     try:
         subject, base = paired(blame, lambda _: open_all(True), s.blame_runs, rounds=s.blame_runs, warmup=1)

@@ -16,11 +16,8 @@ from memframe.cli.options import add_command, open_workspace, positive
 from memframe.cli.output import EXIT_CONFLICT, out, size_line, when
 
 if TYPE_CHECKING:
-    from memframe.backend.sealed import SealedBackend
-    from memframe.core.blame import BlameLine, CaptureMessage, Revision
+    from memframe.core.blame import BlameLine
     from memframe.core.types import MemoryDocument
-
-_PAGE = 1000  # the largest history page a server gives, and the batch `history -p` reads
 
 
 def iso_utc(ts: float) -> str:
@@ -28,30 +25,8 @@ def iso_utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def revisions(backend: SealedBackend, at: int, captures: dict[int, CaptureMessage]) -> list[Revision]:
-    """Versions 1..`at`, oldest first, decrypted, each with who wrote it as blame names them."""
-    from memframe.core.blame import Revision
-    from memframe.core.types import Author
-
-    infos = []
-    before: int | None = at + 1
-    while before is not None and before > 1:
-        page = backend.history(limit=_PAGE, before=before)
-        infos.extend(page)
-        before = page[-1].version if len(page) == _PAGE else None
-    infos.reverse()
-    texts: dict[int, str] = {}
-    for start in range(0, len(infos), _PAGE):
-        texts.update(backend.read_revisions([i.version for i in infos[start : start + _PAGE]]))
-    found = []
-    for i in infos:
-        origin = captures.get(i.version)
-        who = origin.conversation_id if i.author is Author.ASSISTANT and origin is not None else i.actor
-        found.append(Revision(i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from))
-    return found
-
-
 def cmd_blame(args: argparse.Namespace) -> int:
+    from memframe.backend.blame_input import revisions
     from memframe.core.blame import blame
     from memframe.core.errors import NotFound
 

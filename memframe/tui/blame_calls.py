@@ -7,19 +7,15 @@ data, so no backend error can take the frame down.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from memframe.backend.base import Backend
-from memframe.core.blame import BlameLine, CaptureMessage, Revision, blame
+from memframe.backend.blame_input import revisions
+from memframe.core.blame import BlameLine, CaptureMessage, blame
 from memframe.core.errors import MemframeError
 from memframe.core.revert import Reverted, revert
 from memframe.core.turns import Receipt
-from memframe.core.types import Author
 from memframe.tui.calls import RevisionTexts, as_error
-
-#: The largest history page a server gives: blame reads the history and the texts this many at a time.
-PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -30,25 +26,6 @@ class BlameOutcome:
     lines: list[BlameLine] = field(default_factory=list)
     captures: dict[int, CaptureMessage] = field(default_factory=dict)
     error: MemframeError | None = None
-
-
-def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) -> Iterator[Revision]:
-    """Versions 1..`at`, oldest first, decrypted a page at a time as blame reads them (so the texts
-    of a long history are never all held at once), each with who wrote it as blame names them."""
-    infos = []
-    before: int | None = at + 1
-    while before is not None and before > 1:
-        page = backend.history(limit=PAGE, before=before)
-        infos.extend(page)
-        before = page[-1].version if len(page) == PAGE else None
-    infos.reverse()
-    for start in range(0, len(infos), PAGE):
-        chunk = infos[start : start + PAGE]
-        texts = backend.read_revisions([i.version for i in chunk])
-        for i in chunk:
-            origin = captures.get(i.version)
-            who = origin.conversation_id if i.author is Author.ASSISTANT and origin is not None else i.actor
-            yield Revision(i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from)
 
 
 def blame_at(backend: Backend, at: int) -> BlameOutcome:
