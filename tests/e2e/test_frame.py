@@ -41,6 +41,7 @@ class Terminal:
         self.socket = f"memframe-e2e-{uuid.uuid4().hex[:8]}"
         exports = [f"{key}={value}" for key, value in env.items()]
         self.tmux("new-session", "-d", "-s", "frame", "-x", "120", "-y", "35", "env", *exports, *command)
+        self.path = Path(self.tmux("display-message", "-p", "#{socket_path}").strip())
 
     def tmux(self, *args: str) -> str:
         done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=True)
@@ -63,6 +64,7 @@ class Terminal:
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        self.path.unlink(missing_ok=True)  # tmux can leave its socket file behind
 
 
 @pytest.fixture
