@@ -2,20 +2,15 @@
 
 `make e2e` builds the server's venv once (tests/e2e/install-model-server.sh, cached) and passes
 its path in MEMFRAME_E2E_VENV; without it the fixture runs the script itself. The server runs on
-127.0.0.1 on a free port with the chatml-function-calling chat format (the one llama-cpp-python
-format that renders tools for any model), and stops when the session ends. Every request
-memframe sends passes a small proxy that records it exactly as sent, so a test can prove what the
-server received; the proxy adds `temperature: 0` and a fixed seed when memframe sent none, so the
-model's answers do not vary between runs (on one CPU: another CPU's arithmetic can make other choices).
+127.0.0.1 on a free port with the README's recommended flags (`SERVER_FLAGS`), and memframe talks
+to it with the README's recommended settings (`tests.e2e.test_real_model.RECOMMENDED`): the tests
+prove the set-up a person is told to use. Every request memframe sends passes a small proxy that
+records it exactly as sent and forwards it unchanged (a streamed answer chunk by chunk), so a test
+can prove what the server received and nothing the person cannot set is added on the way.
 
-The server's context is what bounds each call's time. On automatic tool choice llama-cpp-python
-ignores max_tokens, and when it is not streaming it does not notice a client that has given up: a
-call that outlives the client's timeout keeps the server busy, and the next test's call times out
-behind it (CI, 2026-12-01: one runaway answer, then two tests failed waiting). With --n_ctx 3072
-(the longest prompt the tests send is about 1,650 tokens, the first about 930) a runaway answer has
-at most about 2,100 tokens; under the tool grammar the server makes about 10 a second on two quiet
-cores, so it ends inside the tests' 300 s --model-timeout and delays no other test. A failing
-test's report shows every call's time and the end of the server's log.
+A second server with llama-cpp-python's default `interrupt_requests` (a new request ends the
+streamed answer in progress) serves the one test that proves memframe reports such a cut-off.
+A failing test's report shows every call's time and the end of the server's log.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,9 +32,13 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).parent
-CHAT_FORMAT = "chatml-function-calling"
 START_TIMEOUT = 180.0
-CONTEXT_TOKENS = 3072
+#: The README's recommended server flags. `gemma` is Gemma's own turn format (the model answers in
+#: it; `chatml-function-calling` makes every text answer empty under automatic tool choice); it
+#: drops system messages, so memframe folds them into the user's (`--system-as-user`). The context
+#: holds the prompt, an 8 KiB memory and the answer; a second request waits instead of ending the
+#: answer being streamed.
+SERVER_FLAGS = ("--chat_format", "gemma", "--n_ctx", "8192", "--interrupt_requests", "false")
 
 
 def _venv() -> Path:
@@ -75,9 +74,7 @@ class ModelServer:
     log: Path
 
 
-@pytest.fixture(scope="session")
-def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
-    """The real server, on a free port, with all of the machine's cores (nothing else runs meanwhile)."""
+def _gguf() -> tuple[Path, str]:
     venv = _venv()
     python = venv / "bin" / "python"
     cache = Path(os.environ.get("MEMFRAME_E2E_CACHE") or venv.parent)
@@ -91,14 +88,19 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
         text=True,
         check=True,
     ).stdout.strip()
+    return python, gguf
+
+
+def _serve(tmp_path_factory: pytest.TempPathFactory, flags: tuple[str, ...]) -> Iterator[ModelServer]:
+    """A server on a free port with all of the machine's cores, stopped when the fixture ends."""
+    python, gguf = _gguf()
     port = _free_port()
     log = tmp_path_factory.mktemp("model-server") / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
                 str(python), "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-                "--chat_format", CHAT_FORMAT, "--n_ctx", str(CONTEXT_TOKENS),
-                "--n_threads", str(os.cpu_count() or 1), "--verbose", "false",
+                *flags, "--n_threads", str(os.cpu_count() or 1), "--verbose", "false",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -116,6 +118,19 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
             process.wait(timeout=20)
 
 
+@pytest.fixture(scope="session")
+def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    """The server as the README recommends it."""
+    yield from _serve(tmp_path_factory, SERVER_FLAGS)
+
+
+@pytest.fixture(scope="session")
+def interrupting_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
+    """The same server with llama-cpp-python's default: a new request ends the answer being streamed."""
+    flags = tuple(f for f in SERVER_FLAGS if f not in ("--interrupt_requests", "false"))
+    yield from _serve(tmp_path_factory, flags)
+
+
 @dataclass
 class Recorder:
     """The proxy's URL and every chat request that passed it, as memframe sent it."""
@@ -125,11 +140,17 @@ class Recorder:
     statuses: list[int] = field(default_factory=list)
     #: One line per call, in the order the server answered: how long it took and what it was.
     timeline: list[str] = field(default_factory=list)
+    #: Each request's finish_reason as the server gave it (None: its stream ended without one).
+    finish_reasons: list[str | None] = field(default_factory=list)
+    #: Set when a streamed answer's first event has passed the proxy.
+    streaming: threading.Event = field(default_factory=threading.Event)
 
     def clear(self) -> None:
         self.requests.clear()
         self.statuses.clear()
+        self.finish_reasons.clear()
         self.timeline.clear()
+        self.streaming.clear()
 
 
 def _describe(body: dict[str, Any], seconds: float, status: int, size: int) -> str:
@@ -138,49 +159,79 @@ def _describe(body: dict[str, Any], seconds: float, status: int, size: int) -> s
     way = "streamed" if body.get("stream") else "plain"
     return (
         f"{seconds:6.1f} s  {way:8} tool_choice={forced} max_tokens={body.get('max_tokens')} "
-        f"messages={len(body.get('messages') or [])} -> {status}, {size} bytes"
+        f"temperature={body.get('temperature')} messages={len(body.get('messages') or [])} -> {status}, {size} bytes"
     )
 
 
-@pytest.fixture(scope="session")
-def proxy(model_server: ModelServer) -> Iterator[Recorder]:
-    upstream = model_server.url.removesuffix("/v1")
+def _finish_reason(data: bytes) -> str | None:
+    choices = json.loads(data).get("choices") or [{}]
+    reason = choices[0].get("finish_reason")
+    return str(reason) if reason else None
+
+
+def _proxy(server: ModelServer) -> Iterator[Recorder]:
+    """Records each request and forwards it unchanged; a streamed answer passes event by event."""
+    upstream = server.url.removesuffix("/v1")
     recorder = Recorder("")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers["Content-Length"]))
             body = json.loads(raw)
-            recorder.requests.append(json.loads(raw))
-            body.setdefault("temperature", 0)
-            body.setdefault("seed", 7)
-            request = urllib.request.Request(
-                upstream + self.path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-            )
+            recorder.requests.append(body)
+            recorder.finish_reasons.append(None)
+            index = len(recorder.finish_reasons) - 1
+            headers = {"Content-Type": "application/json"}
+            request = urllib.request.Request(upstream + self.path, data=raw, headers=headers)
             started = time.monotonic()
             try:
-                with urllib.request.urlopen(request, timeout=600) as answer:
-                    status, kind, data = answer.status, answer.headers.get("Content-Type", ""), answer.read()
+                answer = urllib.request.urlopen(request, timeout=600)
             except urllib.error.HTTPError as refused:
-                status, kind, data = refused.code, refused.headers.get("Content-Type", ""), refused.read()
+                answer = refused
+            with answer:
+                status, kind = answer.status, answer.headers.get("Content-Type", "")
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                if kind.startswith("text/event-stream"):
+                    self.end_headers()  # HTTP/1.0: the answer ends when the connection closes
+                    size = 0
+                    for line in answer:
+                        self.wfile.write(line)
+                        self.wfile.flush()
+                        size += len(line)
+                        if line.startswith(b"data: {"):
+                            recorder.streaming.set()
+                            recorder.finish_reasons[index] = _finish_reason(line[6:]) or recorder.finish_reasons[index]
+                else:
+                    data = answer.read()
+                    size = len(data)
+                    recorder.finish_reasons[index] = _finish_reason(data) if status == 200 else None
+                    self.send_header("Content-Length", str(size))
+                    self.end_headers()
+                    self.wfile.write(data)
             recorder.statuses.append(status)
-            recorder.timeline.append(_describe(body, time.monotonic() - started, status, len(data)))
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            recorder.timeline.append(_describe(body, time.monotonic() - started, status, size))
 
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    recorder.url = f"http://127.0.0.1:{server.server_port}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    recorder.url = f"http://127.0.0.1:{proxy.server_port}/v1"
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
     yield recorder
-    server.shutdown()
-    server.server_close()
+    proxy.shutdown()
+    proxy.server_close()
+
+
+@pytest.fixture(scope="session")
+def proxy(model_server: ModelServer) -> Iterator[Recorder]:
+    yield from _proxy(model_server)
+
+
+@pytest.fixture(scope="session")
+def interrupting_proxy(interrupting_server: ModelServer) -> Iterator[Recorder]:
+    yield from _proxy(interrupting_server)
 
 
 _WATCHED = pytest.StashKey[tuple[Recorder, ModelServer]]()
@@ -193,8 +244,19 @@ def recorder(proxy: Recorder, model_server: ModelServer, request: pytest.Fixture
     return proxy
 
 
+@pytest.fixture
+def interrupting_recorder(
+    interrupting_proxy: Recorder, interrupting_server: ModelServer, request: pytest.FixtureRequest
+) -> Recorder:
+    interrupting_proxy.clear()
+    request.node.stash[_WATCHED] = (interrupting_proxy, interrupting_server)
+    return interrupting_proxy
+
+
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failing test's report shows each model call's time, and what the server said meanwhile."""
     report = yield
     watched = item.stash.get(_WATCHED, None)
