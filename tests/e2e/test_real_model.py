@@ -235,6 +235,12 @@ def test_a_remote_chat_through_memframe_serve(capsys, served: str, recorder: Rec
     assert code == 0 and "Quincy" not in str(recorder.requests[-1]["messages"])
 
 
+def prompt_of(request: dict) -> str:  # type: ignore[type-arg]
+    """Every message's text of a request sent upstream: serve's model options decide whether the
+    memory block stands in the system message or is folded into the person's."""
+    return "\n".join(str(m.get("content") or "") for m in request["messages"])
+
+
 def test_an_openai_client_through_memframe_serve(capsys, served: str, recorder: Recorder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The official `openai` client against serve's OpenAI-compatible endpoint, after `key unlock`."""
     import openai
@@ -251,13 +257,13 @@ def test_an_openai_client_through_memframe_serve(capsys, served: str, recorder: 
         raw = client.chat.completions.with_raw_response.create(model="notes", messages=asked)
         assert raw.parse().choices[0].finish_reason in ("stop", "length")
         assert (raw.headers["X-Memframe-Memory-Status"], raw.headers["X-Memframe-Memory-Revision"]) == ("provided", "1")
-        assert CAT.strip() in system_of(recorder.requests[0])
+        assert CAT.strip() in prompt_of(recorder.requests[0])
         chunks = list(client.chat.completions.create(model="notes", messages=asked, stream=True))
         assert chunks[-1].choices[0].finish_reason in ("stop", "length", "tool_calls")
         assert run(capsys, "key", "lock")[0] == 0
         recorder.clear()
         raw = client.chat.completions.with_raw_response.create(model="notes", messages=asked)
-        assert "not provided because" in system_of(recorder.requests[0]) and "Quincy" not in str(recorder.requests)
+        assert "not provided because" in prompt_of(recorder.requests[0]) and "Quincy" not in str(recorder.requests)
     finally:
         client.close()
 
