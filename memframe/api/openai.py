@@ -32,7 +32,6 @@ from memframe.assistant.memory_tool import TurnContext
 from memframe.assistant.relay import RelayResult, check_client_tools, relay_turn
 from memframe.core.errors import KeySessionUnavailable, MemframeError, NotFound
 from memframe.core.turns import CallRecord
-from memframe.service.admissions import Admission
 
 logger = logging.getLogger("memframe.api")
 
@@ -163,8 +162,8 @@ def _admit(endpoint: AssistantEndpoint, user: str, workspace_id: str, conversati
     except NotFound:
         raise NotFound(f"The model {workspace_id!r} is not a workspace of yours; GET /v1/models lists them.") from None
 
-    def admit(session: str | None) -> Admission:
-        return assistant.admit(
+    def admit(session: str | None) -> TurnContext:
+        return endpoint.admit(
             user,
             workspace_id,
             conversation,
@@ -174,19 +173,11 @@ def _admit(endpoint: AssistantEndpoint, user: str, workspace_id: str, conversati
         )
 
     try:
-        admission = admit(key_session)
+        return admit(key_session)
     except KeySessionUnavailable:
         if key_session is None:
             raise
-        admission = admit(None)
-    return TurnContext(
-        workspace_id=workspace_id,
-        conversation_id=conversation,
-        admission_id=admission.id,
-        credential=admission.credential,
-        mode=admission.mode,
-        key_session_id=admission.key_session_id,
-    )
+        return admit(None)
 
 
 class _Turn:

@@ -29,6 +29,27 @@ class AssistantEndpoint:
         memory_state: str | None,
         on_text: TextCallback | None = None,
     ) -> TurnResult:
+        ctx = self.admit(
+            user,
+            workspace_id,
+            conversation_id,
+            idempotency_key=idempotency_key,
+            key_session_id=key_session_id,
+            memory_state=memory_state,
+        )
+        return self.runtime.run_turn(ctx, text, on_text=on_text)
+
+    def admit(
+        self,
+        user: str,
+        workspace_id: str,
+        conversation_id: str,
+        *,
+        idempotency_key: str,
+        key_session_id: str | None,
+        memory_state: str | None,
+    ) -> TurnContext:
+        """The admission row and the conversation's delivery credential, as the turn's context."""
         admission = self.service.assistant.admit(
             user,
             workspace_id,
@@ -37,7 +58,7 @@ class AssistantEndpoint:
             key_session_id=key_session_id,
             memory_state=memory_state,
         )
-        ctx = TurnContext(
+        return TurnContext(
             workspace_id=workspace_id,
             conversation_id=conversation_id,
             admission_id=admission.id,
@@ -45,4 +66,3 @@ class AssistantEndpoint:
             mode=admission.mode,
             key_session_id=admission.key_session_id,
         )
-        return self.runtime.run_turn(ctx, text, on_text=on_text)
