@@ -20,7 +20,14 @@ from collections.abc import Sequence
 
 from memframe import sealing
 from memframe.core.edits import MemoryChange, apply_memory_changes
-from memframe.core.errors import CaptureRefused, CaptureUngrounded, FenceRefused, InvalidInput, VersionConflict
+from memframe.core.errors import (
+    CaptureRefused,
+    CaptureUngrounded,
+    FenceRefused,
+    InvalidInput,
+    KeySessionUnavailable,
+    VersionConflict,
+)
 from memframe.core.grounding import refuse_frame_residue, unsupported_lines
 from memframe.core.turns import CaptureReceipt
 from memframe.core.types import MEMORY_PATH, Author, Mode, Operation, VersionInfo
@@ -29,6 +36,7 @@ from memframe.service.admissions import ADMISSION_COLUMNS, Admission, AssistantB
 from memframe.service.fence import FENCE_INSERT, failed_predicates
 from memframe.service.policy import read_policy
 from memframe.service.proposals import edit_dicts
+from memframe.service.rotation import latest_rotation
 from memframe.service.transcript import turn_message
 
 #: The admission a capture presents, with what its turn has committed already (if anything).
@@ -69,10 +77,15 @@ class CaptureMixin(AssistantBase):
         # 3. The lines it would write: never the recall frame's residue.
         refuse_frame_residue(changes)
         # 4. The key session, resolved immediately before the batch: an evicted or forgotten one
-        # fails here. An explicit revocation is also a durable row, which the fence reads in the batch.
+        # fails here. An explicit revocation is also a durable row, which the fence reads in the batch,
+        # and a key rotation replaces the key check the fence compares the resolved key's with.
         # With grounded capture, the person's message of this turn is read with it, in RAM, and
         # must support every line written (a refusal only: the batch judges the fence regardless).
-        key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
+        try:
+            key, opener = self.key_sessions.key_and_opener(key_session_id, workspace_id)
+        except KeySessionUnavailable:
+            self._refuse_if_rotated(admission)
+            raise
         if self.grounded_capture:
             self._require_grounded(admission, key, changes)
         now = self.db.clock()
@@ -82,6 +95,7 @@ class CaptureMixin(AssistantBase):
             "now": now,
             "nonce": admission.credential_nonce,
             "key_session": key_session_id,
+            "key_check": sealing.key_check(key, workspace_id),
         }
         written: list[tuple[bytes, int, str]] = []  # what the batch sealed, once it ran
 
@@ -90,11 +104,12 @@ class CaptureMixin(AssistantBase):
             # earlier write of the same group is seen as the conflict it is.
             base = self._current_base(conn, workspace_id, expected_version)
             version = expected_version + 1
-            text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
-            # The fence row first: a refused capture aborts before any version is written, and an
-            # accepted one writes its version in the same transaction, so either both land or neither.
+            # The fence row first: a refused capture aborts before its base is opened or any version
+            # written (a base re-sealed by a key rotation meanwhile is the fence's to refuse, not the
+            # cipher's), and an accepted one writes its version in the same transaction.
             if conn.execute(FENCE_INSERT, {**params, "version": version}).rowcount != 1:
                 raise _FenceDidNotHold("fence row missing")  # the CHECK judged no row
+            text, blob = self._sealed(conn, workspace_id, expected_version, base, key, opener, changes)
             info = files.insert_version(
                 conn,
                 workspace_id=workspace_id,
@@ -128,6 +143,20 @@ class CaptureMixin(AssistantBase):
             ) from None
         opener.hold(*written[-1])  # the next recall and capture start from the text just written
         return CaptureReceipt(admission.id, info)
+
+    def _refuse_if_rotated(self, admission: Admission) -> None:
+        """A turn whose key session a key rotation revoked (and forgot) after the turn began is told
+        so, instead of the bare "closed, expired or unknown"; nothing was written either way."""
+        with self.db.read() as conn:
+            revoked = conn.execute(
+                "SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (admission.key_session_id,)
+            ).fetchone()
+            last = latest_rotation(conn, admission.workspace_id)
+        if revoked is not None and last is not None and last.rotated_at >= admission.created_at:
+            raise KeySessionUnavailable(
+                f"Memory was not changed: the workspace key was rotated by {last.rotated_by} after this turn"
+                " began; its key session was revoked with the old key, under which this capture was made."
+            )
 
     def _require_grounded(self, admission: Admission, key: bytes, changes: Sequence[MemoryChange]) -> None:
         """CaptureUngrounded unless the person's message of the turn supports every line written."""

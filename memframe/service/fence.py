@@ -12,7 +12,8 @@ from __future__ import annotations
 import sqlite3
 
 #: (name a person reads, SQL over a = admission, c = conversation, m = membership,
-#:  p = policy, ai = consent, cred = the conversation's credential slot, r = revocation)
+#:  p = policy, ai = consent, cred = the conversation's credential slot, r = revocation,
+#:  kc = the workspace's key check; :key_check is the check of the key the capture resolved)
 FENCE_PREDICATES: list[tuple[str, str]] = [
     ("the admission exists for this workspace", "a.id IS NOT NULL AND a.workspace_id = :ws"),
     ("the owner still matches the conversation", "c.workspace_id = :ws AND c.user_id = a.user_id"),
@@ -32,6 +33,12 @@ FENCE_PREDICATES: list[tuple[str, str]] = [
     ("the delivery credential has not expired", ":now < cred.expires_at"),
     ("the presented key session is the turn's own", "a.key_session_id IS NOT NULL AND a.key_session_id = :key_session"),
     ("the key session was not revoked", "r.key_session_id IS NULL"),
+    # A key rotation replaces the key check in its swap, so a capture holding the old key is refused
+    # here even if it resolved its key before the swap (a workspace never given a check has no row).
+    (
+        "the workspace key was not rotated since the key session was opened",
+        "kc.workspace_id IS NULL OR kc.key_check = :key_check",
+    ),
 ]
 
 _FROM = """
@@ -43,6 +50,7 @@ LEFT JOIN workspace_memory_policy AS p ON p.workspace_id = a.workspace_id
 LEFT JOIN workspace_ai_consent AS ai ON ai.workspace_id = a.workspace_id
 LEFT JOIN agent_delivery_credentials AS cred ON cred.conversation_id = a.conversation_id
 LEFT JOIN key_session_revocations AS r ON r.key_session_id = a.key_session_id
+LEFT JOIN workspace_key_checks AS kc ON kc.workspace_id = a.workspace_id
 """
 
 # `(x) IS TRUE` turns a NULL (a missing row) into false; the outer SELECT always yields exactly one

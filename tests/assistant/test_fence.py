@@ -135,7 +135,15 @@ def test_missing_admission_row_still_aborts(auto: Stage) -> None:
     with pytest.raises(Exception, match="CHECK"), auto.service.db.write() as conn:
         conn.execute(
             FENCE_INSERT,
-            {"admission_id": "adm_missing", "ws": "ws", "now": 0, "nonce": "n", "key_session": "k", "version": 1},
+            {
+                "admission_id": "adm_missing",
+                "ws": "ws",
+                "now": 0,
+                "nonce": "n",
+                "key_session": "k",
+                "key_check": "0" * 64,
+                "version": 1,
+            },
         )
     assert auto.fence_rows() == 0
 

@@ -166,6 +166,11 @@ CLAUSES: list[tuple[str, str, Callable[[Stage, Admission], None]]] = [
         "the key session was not revoked",
         lambda s, a: sql(s, "INSERT INTO key_session_revocations VALUES (?, 'ws', 0)", a.key_session_id),
     ),
+    (
+        "F7-workspace-key-not-rotated",
+        "the workspace key was not rotated since the key session was opened",
+        lambda s, a: sql(s, "UPDATE workspace_key_checks SET key_check = ? WHERE workspace_id = 'ws'", "0" * 64),
+    ),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,11 +12,22 @@ from memframe import sealing
 from memframe.backend.heads import SeenHeads
 from memframe.backend.local import LocalBackend
 from memframe.backend.rotation import rotate
-from memframe.core.errors import ChainBroken, DecryptionFailed, KeyRotated, KeySessionUnavailable, VersionConflict
-from memframe.core.types import MEMORY_PATH
+from memframe.core.edits import MemoryChange
+from memframe.core.errors import (
+    ChainBroken,
+    DecryptionFailed,
+    FenceRefused,
+    KeyRotated,
+    KeySessionUnavailable,
+    VersionConflict,
+)
+from memframe.core.turns import CaptureReceipt
+from memframe.core.types import MEMORY_PATH, Mode
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
-from tests.conftest import World
+from memframe.service.admissions import Admission
+from tests.assistant.conftest import Stage
+from tests.conftest import FakeClock, World
 
 TEXTS = [f"# Memory\n- secret number {i} of the old days\n" for i in range(1, 7)]
 
@@ -204,43 +216,68 @@ def test_every_key_session_is_revoked_and_forgotten(engine_service: MemoryServic
         engine_service.assistant.open_key_session(LOCAL_USER, "ws", old_key)
 
 
-def test_an_in_flight_capture_under_the_old_key_is_refused(tmp_path: Path, clock: object) -> None:
-    from memframe.core.edits import MemoryChange
-    from memframe.core.errors import FenceRefused
-    from memframe.core.types import Mode
-    from tests.assistant.conftest import Stage
+ROTATED = "the workspace key was not rotated since the key session was opened"
 
-    service = MemoryService(tmp_path / "a.db", clock=clock)  # type: ignore[arg-type]
-    service.accounts.add_user(LOCAL_USER)
-    service.accounts.create_workspace("ws", LOCAL_USER)
+
+def auto_stage(service: MemoryService, clock: FakeClock) -> Stage:
+    """A memory in Auto at version 1, workspace AI on, and one key session under the current key."""
     key = sealing.new_key()
     backend = person(service, key)
     backend.prove_key()
     service.assistant.set_ai(LOCAL_USER, "ws", True)
     session = service.assistant.open_key_session(LOCAL_USER, "ws", key)
-    stage = Stage(service, clock, key, backend, session.id)  # type: ignore[arg-type]
+    stage = Stage(service, clock, key, backend, session.id)
     backend.save("# Memory\n", 0)
     stage.set_mode(Mode.AUTO)
-    admission = stage.admit()
-    rotator = person(service, key)
-    stage.before_fence_batch(lambda: rotator.rotate_key(sealing.new_key(), who="alice"))
-    # The base, re-sealed under the new key, no longer opens with the session's old one; were it
-    # opened, the fence would refuse: the session has a durable revocation row.
-    with pytest.raises((FenceRefused, DecryptionFailed)):
-        service.assistant.commit_capture(
-            "ws",
-            admission.credential,
-            idempotency_key=f"memory:{admission.id}",
-            key_session_id=session.id,
-            changes=[MemoryChange("add", "- prefers tea")],
-            expected_version=1,
-        )
-    assert stage.fence_rows() == 0 and not stage.consumed(admission)
-    with service.db.read() as conn:
-        assert conn.execute("SELECT COUNT(*) FROM file_versions").fetchone()[0] == 1
-        revoked = conn.execute("SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (session.id,))
+    return stage
+
+
+def capture(stage: Stage, admission: Admission, expected: int) -> CaptureReceipt:
+    return stage.assistant.commit_capture(
+        "ws",
+        admission.credential,
+        idempotency_key=f"memory:{admission.id}",
+        key_session_id=admission.key_session_id,
+        changes=[MemoryChange("add", "- prefers tea")],
+        expected_version=expected,
+    )
+
+
+def test_an_in_flight_capture_under_the_old_key_is_refused_by_the_fence(
+    engine_service: MemoryService, clock: FakeClock
+) -> None:
+    """A rotation that lands between a capture's key-session check and its batch: the fence
+    refuses the capture (the key check it was made under is gone, and its session has a durable
+    revocation row), and nothing of it is written. A turn admitted before the rotation and sent
+    after is refused too, and a capture committed before the rotation still replays its receipt."""
+    stage = auto_stage(engine_service, clock)
+    committed = stage.admit("before")
+    first = capture(stage, committed, 1)
+    in_flight, sent_after = stage.admit("in-flight"), stage.admit("sent-after")
+    rotations: list[object] = []
+
+    def rotate_once() -> None:
+        if not rotations:
+            rotations.append(person(engine_service, stage.key).rotate_key(sealing.new_key(), who="alice"))
+
+    stage.before_fence_batch(rotate_once)
+    with pytest.raises(FenceRefused) as refused:
+        capture(stage, in_flight, 2)
+    assert rotations, "the rotation ran between the key-session check and the batch"
+    assert ROTATED in refused.value.details["reasons"]
+    assert "the workspace key was not rotated" in str(refused.value)
+    with engine_service.db.read() as conn:
+        assert conn.execute("SELECT COUNT(*) FROM file_versions").fetchone()[0] == 2
+        revoked = conn.execute("SELECT 1 FROM key_session_revocations WHERE key_session_id = ?", (stage.key_session,))
         assert revoked.fetchone() is not None
-    service.close()
+    assert stage.fence_rows() == 1 and not stage.consumed(in_flight)
+    with pytest.raises(KeySessionUnavailable, match="rotated by local after this turn began"):
+        capture(stage, sent_after, 2)
+    assert not stage.consumed(sent_after) and stage.fence_rows() == 1
+    again = capture(stage, committed, 1)  # a transport retry of the capture committed before
+    assert again.replayed and again.admission_id == first.admission_id
+    assert dataclasses.replace(again.version, content_hash=first.version.content_hash) == first.version
+    assert again.version.content_hash != first.version.content_hash  # the same version, re-sealed
 
 
 def test_a_member_with_the_new_key_reads_history_after_the_rotation(engine_service: MemoryService) -> None:
