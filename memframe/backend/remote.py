@@ -9,7 +9,11 @@ the server used to send them, so local and remote raise the same types.
 Honest failures: a write is one request. Nothing is queued and nothing is
 retried; an unreachable server, a timeout or a refused token raises a typed
 error and the caller keeps its draft. A message names the server, never the
-token.
+token. (A key rotation over one request's bound uploads its parts first; the
+rotation itself is still the one request that swaps.)
+
+Over 400 lines: it is the whole MemoryStore over HTTP, call for call, beside
+the one transport every call goes through.
 """
 
 from __future__ import annotations
@@ -52,12 +56,12 @@ from memframe.wire.assistant import (
     TurnOut,
 )
 from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
-from memframe.wire.rotation import DestroyedOut, LatestRotationOut, RotationIn, SealedRecordsOut
+from memframe.wire.rotation import DestroyedOut, LatestRotationOut, RotationIn, RotationUploadOut, SealedRecordsOut
 
 DEFAULT_TIMEOUT = 10.0
-#: A send runs a whole Assistant turn (several model calls) before it answers.
+#: A send runs a whole Assistant turn (several model calls), and a key rotation rewrites the
+#: database, before it answers.
 SEND_TIMEOUT = 300.0
-_NO_REMOTE_ROTATION = "Rotating the key of a server's workspace is not available over HTTP yet; nothing was changed."
 _Model = TypeVar("_Model", bound=BaseModel)
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")  # visible ASCII: what a header value may carry
 
@@ -287,7 +291,15 @@ class RemoteStore:
         return _read(SealedRecordsOut, self._request("GET", f"{self._prefix}/sealed-records"), self).to_records()
 
     def rotate_key(self, plan: RotationPlan) -> Destroyed:
-        payload = self._request("POST", f"{self._prefix}/key-rotations", write=True, json=RotationIn.body(plan))
+        """One request, or (over one request's bound) an upload of parts the rotation then names."""
+        body, parts = RotationIn.split(plan)
+        if parts:
+            uploads = f"{self._prefix}/key-rotation-uploads"
+            started = self._request("POST", uploads, write=True)
+            body["uploadId"] = upload = _read(RotationUploadOut, started, self).upload_id
+            for part in parts:
+                self._request("POST", f"{uploads}/{quote(upload, safe='')}/parts", write=True, json=part)
+        payload = self._request("POST", f"{self._prefix}/key-rotations", write=True, json=body, timeout=SEND_TIMEOUT)
         return _read(DestroyedOut, payload, self).to_destroyed()
 
     def open_key_session(self, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:

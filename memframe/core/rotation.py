@@ -51,6 +51,15 @@ class RotationPlan:
 
 
 @dataclass(frozen=True)
+class RotationPart:
+    """Some of a plan's re-sealed records, uploaded ahead of it when the whole is over one request."""
+
+    versions: list[tuple[str, int, bytes | None]] = field(default_factory=list)
+    messages: list[tuple[str, int, bytes]] = field(default_factory=list)
+    proposals: list[tuple[str, bytes]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class Destroyed:
     """What one rotation destroyed on the server (counts and ranges; never text)."""
 

@@ -33,6 +33,14 @@ def latest_rotation(conn: sqlite3.Connection, workspace_id: str) -> Rotation | N
     return Rotation(int(row[0]), float(row[1]), str(row[2]), None if row[3] is None else bytes(row[3]))
 
 
+def require_owner(conn: sqlite3.Connection, workspace_id: str, user: str) -> None:
+    """Only the workspace's owner rotates its key: the key check decides which key is the
+    workspace's, and forgetting destroys history for every member."""
+    owner = conn.execute("SELECT owner_id FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
+    if owner is None or str(owner[0]) != user:
+        raise Forbidden(f"Only the owner of workspace {workspace_id!r} rotates its key; nothing was changed.")
+
+
 def rotated_error(rotation: Rotation | None) -> Exception:
     """What a key that no longer matches the workspace's key check is told."""
     if rotation is None:
@@ -78,9 +86,7 @@ def rotate(
     batch rolls back whole. `sessions` are the live key sessions the store holds for the workspace."""
     if len(plan.new_key_check) != 64 or plan.new_key_check == plan.old_key_check:
         raise InvalidInput("A rotation needs a new key check; nothing was changed.")
-    owner = conn.execute("SELECT owner_id FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
-    if owner is None or str(owner[0]) != user:  # the key check decides which key is the workspace's
-        raise Forbidden(f"Only the owner of workspace {workspace_id!r} rotates its key; nothing was changed.")
+    require_owner(conn, workspace_id, user)
     row = conn.execute("SELECT key_check FROM workspace_key_checks WHERE workspace_id = ?", (workspace_id,)).fetchone()
     if row is None or str(row[0]) != plan.old_key_check:
         raise rotated_error(latest_rotation(conn, workspace_id))

@@ -7,6 +7,7 @@ membership inside the same transaction that reads or writes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -14,9 +15,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memframe.core.errors import InvalidInput
+from memframe.core.errors import InvalidInput, MemframeError
 from memframe.core.namespace import refuse_lookalike
-from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
+from memframe.core.rotation import Destroyed, Rotation, RotationPart, RotationPlan, SealedRecords
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -33,7 +34,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files, key_checks, rotation
+from memframe.service import files, key_checks, rotation, rotation_uploads
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -224,13 +225,33 @@ class MemoryService:
             require_member(conn, user, workspace_id)
             return rotation.latest_rotation(conn, workspace_id)
 
-    def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan) -> Destroyed:
-        """Swap in a rotation in one transaction (`rotation.rotate`), forget the revoked sessions'
-        keys, then take the old bytes off the disk (`Database.scrub`)."""
-        live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
-        with self.db.destroying(), self.db.write() as conn:
+    def start_rotation_upload(self, user: str, workspace_id: str) -> str:
+        """A staged upload for a rotation over one request's bound (`rotation_uploads`), owner only."""
+        with self.db.write() as conn:
             require_member(conn, user, workspace_id)
-            done = rotation.rotate(conn, workspace_id, user, self.db.clock(), plan, live)
+            return rotation_uploads.start(conn, workspace_id, user, self.db.clock())
+
+    def stage_rotation_part(self, user: str, workspace_id: str, upload: str, part: RotationPart) -> int:
+        """Stage one part of an upload; nothing is read from it until the rotation naming it."""
+        with self.db.write() as conn:
+            require_member(conn, user, workspace_id)
+            return rotation_uploads.add(conn, workspace_id, user, upload, part)
+
+    def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan, upload: str | None = None) -> Destroyed:
+        """Swap in a rotation in one transaction (`rotation.rotate`), with the parts `upload` staged,
+        forget the revoked sessions' keys, then take the old bytes off the disk (`Database.scrub`)."""
+        live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
+        try:
+            with self.db.destroying(), self.db.write() as conn:
+                require_member(conn, user, workspace_id)
+                if upload is not None:
+                    plan = rotation_uploads.take(conn, workspace_id, user, upload, plan)
+                done = rotation.rotate(conn, workspace_id, user, self.db.clock(), plan, live)
+        except MemframeError:
+            if upload is not None:  # made against a state that is gone: a new rotation re-seals afresh
+                with contextlib.suppress(MemframeError), self.db.write() as conn:
+                    rotation_uploads.drop(conn, workspace_id, user, upload)
+            raise
         for session in live:
             self.key_sessions.forget(session)
         # A session opened with the old key while the rotation ran (it read the old key check before

@@ -5,11 +5,12 @@ Everything sealed travels as base64 ciphertext; no key or text is ever part of a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import Field
 
-from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
+from memframe.core.rotation import Destroyed, Rotation, RotationPart, RotationPlan, SealedRecords
 from memframe.wire.base import Sealed, WireIn, WireOut, decode_base64, encode_base64
 
 
@@ -82,18 +83,48 @@ class ResealedProposal(WireIn):
     ciphertext: Sealed
 
 
-class RotationIn(WireIn):
-    """A rotation plan (`memframe.core.rotation.RotationPlan`), its ciphertexts in base64."""
+class RotationPartIn(WireIn):
+    """Some of a plan's re-sealed records, uploaded ahead of a rotation too large for one request."""
+
+    versions: list[ResealedVersion] = Field(default_factory=list)
+    messages: list[ResealedMessage] = Field(default_factory=list)
+    proposals: list[ResealedProposal] = Field(default_factory=list)
+
+    def to_part(self) -> RotationPart:
+        return RotationPart(
+            versions=[
+                (v.path, v.version, None if v.ciphertext is None else decode_base64(v.ciphertext))
+                for v in self.versions
+            ],
+            messages=[(m.conversation_id, m.seq, decode_base64(m.ciphertext)) for m in self.messages],
+            proposals=[(p.id, decode_base64(p.ciphertext)) for p in self.proposals],
+        )
+
+
+class RotationUploadOut(WireOut):
+    upload_id: str
+
+
+class RotationPartOut(WireOut):
+    staged: int
+
+
+#: What one request of a rotation carries at most, in JSON: well under the server's body bound.
+PART_BYTES = 1024 * 1024
+_RECORDS = ("versions", "messages", "proposals")
+
+
+class RotationIn(RotationPartIn):
+    """A rotation plan (`memframe.core.rotation.RotationPlan`), its ciphertexts in base64. With
+    `uploadId`, the records that upload's parts staged join the ones sent here."""
 
     old_key_check: str = Field(min_length=64, max_length=64)
     new_key_check: str = Field(min_length=64, max_length=64)
     heads: dict[str, int]
-    versions: list[ResealedVersion]
-    messages: list[ResealedMessage]
-    proposals: list[ResealedProposal]
     sealed_record: Sealed
     forget_before: dict[str, int] = Field(default_factory=dict)
     forget_conversations: bool = False
+    upload_id: str | None = Field(default=None, max_length=100)
 
     @staticmethod
     def body(plan: RotationPlan) -> dict[str, Any]:
@@ -110,17 +141,35 @@ class RotationIn(WireIn):
             "forgetConversations": plan.forget_conversations,
         }
 
+    @staticmethod
+    def split(plan: RotationPlan, limit: int = PART_BYTES) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """`plan`'s body and no parts when its JSON fits in `limit` bytes; else the body without its
+        records, and the records in parts of at most `limit` bytes each (one record alone may be
+        more), to upload ahead of it."""
+        body = RotationIn.body(plan)
+        if len(json.dumps(body)) <= limit:
+            return body, []
+        parts: list[dict[str, Any]] = []
+        used = limit
+        for kind in _RECORDS:
+            for record in body[kind]:
+                size = len(json.dumps(record)) + 2
+                if used + size > limit:
+                    parts.append({k: [] for k in _RECORDS})
+                    used = 0
+                parts[-1][kind].append(record)
+                used += size
+        return {**body, **{k: [] for k in _RECORDS}}, parts
+
     def to_plan(self) -> RotationPlan:
+        part = self.to_part()
         return RotationPlan(
             old_key_check=self.old_key_check,
             new_key_check=self.new_key_check,
             heads=dict(self.heads),
-            versions=[
-                (v.path, v.version, None if v.ciphertext is None else decode_base64(v.ciphertext))
-                for v in self.versions
-            ],
-            messages=[(m.conversation_id, m.seq, decode_base64(m.ciphertext)) for m in self.messages],
-            proposals=[(p.id, decode_base64(p.ciphertext)) for p in self.proposals],
+            versions=part.versions,
+            messages=part.messages,
+            proposals=part.proposals,
             sealed_record=decode_base64(self.sealed_record),
             forget_before=dict(self.forget_before),
             forget_conversations=self.forget_conversations,

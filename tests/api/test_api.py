@@ -370,6 +370,8 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/v1/workspaces/{workspace_id}/sealed-records"),
     ("get", "/api/v1/workspaces/{workspace_id}/key-rotation"),
     ("post", "/api/v1/workspaces/{workspace_id}/key-rotations"),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotation-uploads"),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotation-uploads/{upload_id}/parts"),
     ("get", "/api/v1/workspaces/{workspace_id}/files/{path}"),
     ("put", "/api/v1/workspaces/{workspace_id}/files/{path}"),
     ("delete", "/api/v1/workspaces/{workspace_id}/files/{path}"),

@@ -105,6 +105,12 @@ ROUTES: dict[tuple[str, str], Call] = {
             "sealedRecord": base64.b64encode(bytes(73)).decode(),
         },
     ),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotation-uploads"): Call(
+        "POST", lambda w: f"/api/v1/workspaces/{w}/key-rotation-uploads", {}
+    ),
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotation-uploads/{upload_id}/parts"): Call(
+        "POST", lambda w: f"/api/v1/workspaces/{w}/key-rotation-uploads/rku-{w}/parts", {}, {"versions": []}
+    ),
     ("delete", "/api/v1/automation/key-sessions/{session_id}"): Call(
         "DELETE", lambda w: f"/api/v1/automation/key-sessions/ks-{w}", {}
     ),
@@ -135,6 +141,7 @@ OWNER_ALSO = {
     ("post", "/api/v1/workspaces/{workspace_id}/key-sessions"): 422,  # the key cannot open the fake memory
     ("put", "/api/v1/workspaces/{workspace_id}/key-check"): 422,  # another key check is already there
     ("post", "/api/v1/workspaces/{workspace_id}/key-rotations"): 422,  # not the workspace's key check
+    ("post", "/api/v1/workspaces/{workspace_id}/key-rotation-uploads/{upload_id}/parts"): 404,  # no such upload
     ("delete", "/api/v1/automation/key-sessions/{session_id}"): 404,
     ("post", "/api/v1/agents/assistant/{conversation_id}/messages"): 409,  # workspace AI is off
     ("put", "/api/v1/workspaces/{workspace_id}/memory/proposals/{proposal_id}"): 404,
