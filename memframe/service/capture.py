@@ -26,6 +26,7 @@ from memframe.core.errors import (
     FenceRefused,
     InvalidInput,
     KeySessionUnavailable,
+    NotFound,
     VersionConflict,
 )
 from memframe.core.grounding import refuse_frame_residue, unsupported_lines
@@ -199,8 +200,14 @@ class CaptureMixin(AssistantBase):
         change in the same turn is refused."""
         if committed_hash != request_hash:
             raise CaptureRefused("This turn has already changed memory once; a further change needs a new message.")
-        with self.db.read() as conn:
-            version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
+        try:
+            with self.db.read() as conn:
+                version = files.get_version(conn, a.workspace_id, MEMORY_PATH, committed_version)
+        except NotFound:  # `forget --before N` destroyed it since: its receipt went with it
+            raise NotFound(
+                f"This turn changed memory as version {committed_version}, which has since been forgotten;"
+                " nothing was changed."
+            ) from None
         return CaptureReceipt(a.id, version.info, replayed=True)
 
     @staticmethod

@@ -19,6 +19,7 @@ from memframe.core.errors import (
     FenceRefused,
     KeyRotated,
     KeySessionUnavailable,
+    NotFound,
     VersionConflict,
 )
 from memframe.core.turns import CaptureReceipt
@@ -249,16 +250,19 @@ def test_an_in_flight_capture_under_the_old_key_is_refused_by_the_fence(
     """A rotation that lands between a capture's key-session check and its batch: the fence
     refuses the capture (the key check it was made under is gone, and its session has a durable
     revocation row), and nothing of it is written. A turn admitted before the rotation and sent
-    after is refused too, and a capture committed before the rotation still replays its receipt."""
+    after is refused too, and a capture committed before the rotation still replays its receipt
+    (until `forget` destroys its version, which the replay then says)."""
     stage = auto_stage(engine_service, clock)
     committed = stage.admit("before")
     first = capture(stage, committed, 1)
     in_flight, sent_after = stage.admit("in-flight"), stage.admit("sent-after")
     rotations: list[object] = []
 
+    new_key = sealing.new_key()
+
     def rotate_once() -> None:
         if not rotations:
-            rotations.append(person(engine_service, stage.key).rotate_key(sealing.new_key(), who="alice"))
+            rotations.append(person(engine_service, stage.key).rotate_key(new_key, who="alice"))
 
     stage.before_fence_batch(rotate_once)
     with pytest.raises(FenceRefused) as refused:
@@ -278,6 +282,10 @@ def test_an_in_flight_capture_under_the_old_key_is_refused_by_the_fence(
     assert again.replayed and again.admission_id == first.admission_id
     assert dataclasses.replace(again.version, content_hash=first.version.content_hash) == first.version
     assert again.version.content_hash != first.version.content_hash  # the same version, re-sealed
+    person(engine_service, new_key).save("# Memory\n- later\n", 2)
+    person(engine_service, new_key).rotate_key(sealing.new_key(), who="alice", forget_before=3)
+    with pytest.raises(NotFound, match="as version 2, which has since been forgotten"):
+        capture(stage, committed, 1)
 
 
 def test_a_member_with_the_new_key_reads_history_after_the_rotation(engine_service: MemoryService) -> None:
