@@ -535,7 +535,7 @@ def test_each_migration_statement_fails_in_turn_and_a_later_open_completes(
 def test_a_full_disk_during_migration_leaves_nothing_half_done(
     fast_tmp: Path, plan: Plan, pristine_schema: list[tuple[Any, ...]]
 ) -> None:
-    for pages in range(1, 40):
+    for pages in range(1, 60):
         path = fast_tmp / f"full{pages}.db"
         plan.max_pages = pages
         try:
@@ -550,7 +550,7 @@ def test_a_full_disk_during_migration_leaves_nothing_half_done(
             assert tables(conn) == []
         _assert_complete(path, pristine_schema)
     else:
-        pytest.fail("even 40 pages were not enough for the schema")
+        pytest.fail("even 60 pages were not enough for the schema")
     assert pages > 3, "the cap never bit"
 
 
