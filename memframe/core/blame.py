@@ -1,8 +1,9 @@
 """Where every line of a memory came from: the version that introduced it, who wrote it, and when.
 
 A person reviewing what is remembered needs to see, per line, whether they or the Assistant wrote it,
-and in which conversation; the versions already carry that, so blame is a walk over their decrypted
-texts on the client, oldest to newest, matching lines with difflib as `git blame` does.
+in which conversation, or from which file they imported it; the versions already carry that, so blame
+is a walk over their decrypted texts on the client, oldest to newest, matching lines with difflib as
+`git blame` does.
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, NamedTuple
 
+from memframe.core.errors import InvalidInput
 from memframe.core.types import Author, Operation
 
 
 class Revision(NamedTuple):
     """One version as blame reads it: its metadata and decrypted text.
 
-    `who` is what a person reads: the user name, the conversation id of a capture, or
-    "imported from NAME"; `restored_from` is the version an Undo or a revert took its text from.
+    `who` is what a person reads: the user name, or the conversation id of a capture;
+    `restored_from` is the version an Undo or a revert took its text from; `source` the name of the
+    file a person imported the version from (its sealed source note, opened on this machine).
     A named tuple, as a long history makes one per version and a tuple is the cheapest to make."""
 
     version: int
@@ -29,6 +32,7 @@ class Revision(NamedTuple):
     operation: Operation
     text: str
     restored_from: int | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,31 @@ class BlameLine:
     operation: Operation
     text: str
     restored_from: int | None = None
+    source: str | None = None
+
+    @property
+    def imported_from(self) -> str | None:
+        """ "imported from NAME" for a line a person imported from a file, else None."""
+        return None if self.source is None else f"imported from {self.source}"
+
+
+#: A source note names a file: at most this many UTF-8 bytes.
+SOURCE_NAME_MAX_BYTES = 200
+
+
+def source_name(name: str) -> str:
+    """`name` as a version's source note, or InvalidInput: printable, 1 to 200 UTF-8 bytes.
+
+    Blame prints it in a tab-separated column and the frame in a table cell, so no control,
+    tab or line-break character may hide in it."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not name or size > SOURCE_NAME_MAX_BYTES:
+        raise InvalidInput(
+            f"A source name is 1 to {SOURCE_NAME_MAX_BYTES} bytes of UTF-8 ({size} given); nothing was saved."
+        )
+    if not name.isprintable():
+        raise InvalidInput("A source name must be printable (no control or line-break characters); nothing was saved.")
+    return name
 
 
 def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
@@ -73,7 +102,7 @@ def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
     deletion) starts every line afresh; an Undo is attributed to the person who made it, with the
     version it restored from, like any other change. Lines keep their ends ("\\n"), so joining the
     texts gives the newest revision's text back."""
-    seen: list[tuple[Any, ...]] = []  # (version, author, who, time, operation, restored_from): no texts held
+    seen: list[tuple[Any, ...]] = []  # (version, author, who, time, operation, restored_from, source): no texts
     last, last_plain = "", True  # the text of the revision last read, and whether newlines are its only line ends
     owners: list[int] = []  # per line of it, the index in `seen` of the revision that introduced it
     for rev in revisions:
@@ -93,7 +122,7 @@ def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
         last, last_plain = rev.text, plain
     texts = last.splitlines(keepends=True)
     return [
-        BlameLine(r[0], r[1], r[2], r[3], r[4], text, r[5])
+        BlameLine(r[0], r[1], r[2], r[3], r[4], text, r[5], r[6])
         for text, r in zip(texts, (seen[i] for i in owners), strict=True)
     ]
 

@@ -104,6 +104,9 @@ class VersionInfo:
     size: int
     content_hash: str
     restored_from: int | None = None
+    #: The name of the file a person imported this version from, sealed under the workspace key at
+    #: this version's place (`memframe.sealing.seal_source`); None for every other version.
+    source_note: bytes | None = None
 
 
 @dataclass(frozen=True)

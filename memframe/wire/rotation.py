@@ -82,6 +82,12 @@ class ResealedProposal(WireIn):
     ciphertext: Sealed
 
 
+class ResealedNote(WireIn):
+    path: str
+    version: int
+    note: Sealed
+
+
 class RotationIn(WireIn):
     """A rotation plan (`memframe.core.rotation.RotationPlan`), its ciphertexts in base64."""
 
@@ -94,6 +100,7 @@ class RotationIn(WireIn):
     sealed_record: Sealed
     forget_before: dict[str, int] = Field(default_factory=dict)
     forget_conversations: bool = False
+    notes: list[ResealedNote] = Field(default_factory=list, description="Every kept source note, re-sealed")
 
     @staticmethod
     def body(plan: RotationPlan) -> dict[str, Any]:
@@ -108,6 +115,7 @@ class RotationIn(WireIn):
             "sealedRecord": encode_base64(plan.sealed_record),
             "forgetBefore": plan.forget_before,
             "forgetConversations": plan.forget_conversations,
+            "notes": [{"path": p, "version": v, "note": encode_base64(b)} for p, v, b in plan.notes],
         }
 
     def to_plan(self) -> RotationPlan:
@@ -124,6 +132,7 @@ class RotationIn(WireIn):
             sealed_record=decode_base64(self.sealed_record),
             forget_before=dict(self.forget_before),
             forget_conversations=self.forget_conversations,
+            notes=[(n.path, n.version, decode_base64(n.note)) for n in self.notes],
         )
 
 
