@@ -88,10 +88,14 @@ def source_name(name: str) -> str:
     size = len(name.encode("utf-8", "surrogatepass"))
     if not name or size > SOURCE_NAME_MAX_BYTES:
         raise InvalidInput(
-            f"A source name is 1 to {SOURCE_NAME_MAX_BYTES} bytes of UTF-8 ({size} given); nothing was saved."
+            f"A source name (an imported file's name) is 1 to {SOURCE_NAME_MAX_BYTES} bytes of UTF-8 ({size} given);"
+            " nothing was saved."
         )
     if not name.isprintable():
-        raise InvalidInput("A source name must be printable (no control or line-break characters); nothing was saved.")
+        raise InvalidInput(
+            "A source name (an imported file's name) must be printable: no control, tab or line-break characters;"
+            " nothing was saved."
+        )
     return name
 
 
