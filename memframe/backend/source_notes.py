@@ -8,9 +8,27 @@ the server stores no name in clear and cannot move a note to another version or 
 from __future__ import annotations
 
 from memframe import sealing
-from memframe.core.blame import source_name
-from memframe.core.errors import DecryptionFailed
-from memframe.core.types import MEMORY_PATH, VersionInfo
+from memframe.core.errors import DecryptionFailed, InvalidInput
+from memframe.core.types import MEMORY_PATH, SOURCE_NAME_MAX_BYTES, VersionInfo
+
+
+def source_name(name: str) -> str:
+    """`name` as a version's source note, or InvalidInput: printable, 1 to 200 UTF-8 bytes.
+
+    Blame prints it in a tab-separated column and the frame in a table cell, so no control,
+    tab or line-break character may hide in it."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not name or size > SOURCE_NAME_MAX_BYTES:
+        raise InvalidInput(
+            f"A source name (an imported file's name) is 1 to {SOURCE_NAME_MAX_BYTES} bytes of UTF-8 ({size} given);"
+            " nothing was saved."
+        )
+    if not name.isprintable():
+        raise InvalidInput(
+            "A source name (an imported file's name) must be printable: no control, tab or line-break characters;"
+            " nothing was saved."
+        )
+    return name
 
 
 class SourceNotes:

@@ -126,7 +126,7 @@ def section_table(doc: MemoryDocument) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from memframe.core.blame import source_name
+    from memframe.backend.source_notes import source_name
     from memframe.core.errors import InvalidInput
     from memframe.core.sections import place_under
     from memframe.core.types import MEMORY_RECALL_MAX_BYTES

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any, NamedTuple
 
-from memframe.core.errors import InvalidInput
 from memframe.core.types import Author, Operation
 
 
@@ -74,29 +73,6 @@ class BlameLine:
     def imported_from(self) -> str | None:
         """ "imported from NAME" for a line a person imported from a file, else None."""
         return None if self.source is None else f"imported from {self.source}"
-
-
-#: A source note names a file: at most this many UTF-8 bytes.
-SOURCE_NAME_MAX_BYTES = 200
-
-
-def source_name(name: str) -> str:
-    """`name` as a version's source note, or InvalidInput: printable, 1 to 200 UTF-8 bytes.
-
-    Blame prints it in a tab-separated column and the frame in a table cell, so no control,
-    tab or line-break character may hide in it."""
-    size = len(name.encode("utf-8", "surrogatepass"))
-    if not name or size > SOURCE_NAME_MAX_BYTES:
-        raise InvalidInput(
-            f"A source name (an imported file's name) is 1 to {SOURCE_NAME_MAX_BYTES} bytes of UTF-8 ({size} given);"
-            " nothing was saved."
-        )
-    if not name.isprintable():
-        raise InvalidInput(
-            "A source name (an imported file's name) must be printable: no control, tab or line-break characters;"
-            " nothing was saved."
-        )
-    return name
 
 
 def blame(revisions: Iterable[Revision]) -> list[BlameLine]:

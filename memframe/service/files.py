@@ -14,9 +14,8 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from memframe import sealing
-from memframe.core.blame import SOURCE_NAME_MAX_BYTES
 from memframe.core.errors import DocumentDeleted, InvalidInput, KeyRotated, NotFound, TooLarge, VersionConflict
-from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
+from memframe.core.types import SOURCE_NAME_MAX_BYTES, Author, Operation, StoredVersion, VersionInfo
 from memframe.sealing import content_hash, plaintext_size
 
 #: A stored document's ciphertext may not exceed this (memory over 8 KiB is kept, just not recalled).
