@@ -1,10 +1,11 @@
 """Forgetting is key rotation: everything that stays re-sealed under a new key on this machine.
 
-The server never sees a key or a text, so a rotation is made here: every kept version (with its source
-note), transcript message and proposal is opened with the old key and sealed under the new one, with a record (also
-sealed under the new key) of which heads were re-sealed and which versions were forgotten, when
-and by whom; the server swaps them in one transaction (`memframe.service.rotation`). The record is
-what lets a history that starts at version N be told from one a server cut short.
+The server never sees a key or a text, so a rotation is made here: every kept version (with its
+source note), transcript message and proposal is opened with the old key and sealed under the new
+one, with a record (also sealed under the new key) of which heads were re-sealed and which versions
+were forgotten, when and by whom; the server swaps them in one transaction
+(`memframe.service.rotation`). The record is what lets a history that starts at version N be told
+from one a server cut short.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ class SourceNotes:
         if source is None:
             return None
         name = source_name(source)  # InvalidInput before anything is sealed or sent
-        return sealing.seal_source(self._key, name, workspace_id=self.workspace_id, path=MEMORY_PATH,
-                                   version=base_version + 1)  # fmt: skip
+        version = base_version + 1
+        return sealing.seal_source(self._key, name, workspace_id=self.workspace_id, path=MEMORY_PATH, version=version)
 
     def source_of(self, info: VersionInfo) -> str | None:
         if info.source_note is None:

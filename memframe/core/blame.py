@@ -71,7 +71,7 @@ class BlameLine:
 
     @property
     def imported_from(self) -> str | None:
-        """ "imported from NAME" for a line a person imported from a file, else None."""
+        """What blame's WHO says of a line a person imported from a file ("imported from NAME"), else None."""
         return None if self.source is None else f"imported from {self.source}"
 
 

@@ -2,8 +2,8 @@
 
 `format` is the sealed format a security reviewer reads (keys, header, places, seal and open);
 `delta` stores a version as the edit from the one before, inside the seal; `records` seals
-transcript messages, proposals and source notes; `opener` reads many versions of one file and remembers what it
-opened; `keyfiles` keeps the key on the person's machine. The names most callers use are gathered
+transcript messages, proposals and source notes; `opener` reads many versions of one file and
+remembers what it opened; `keyfiles` keeps the key on the person's machine. The names most callers use are gathered
 here; key files are imported from `keyfiles` itself.
 """
 

@@ -108,6 +108,7 @@ class PutFileIn(WireIn):
     )
     source_note: str | None = Field(
         None,
+        max_length=1024,
         description="Set by an import: the name of the file the text came from, sealed under the workspace key"
         " at the new version's place, base64. Only a Save carries one.",
         json_schema_extra={"contentEncoding": "base64"},
