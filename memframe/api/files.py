@@ -104,6 +104,7 @@ async def put_file(
         clear=memory_clear,
         restored_from=body.restored_from,
         revive=revive,
+        source_note=body.note(),
     )
     return VersionOut.model_validate(info)
 

@@ -14,10 +14,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
+from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.sealed import SealedBackend
-from memframe.core.errors import ChainBroken, InvalidInput, NotFound
+from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput, NotFound
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
 
 FORMAT = "memframe-archive/1"
@@ -42,6 +43,7 @@ def _version_entry(s: StoredVersion) -> dict[str, Any]:
         "size": i.size,
         "contentHash": i.content_hash,
         "restoredFrom": i.restored_from,
+        "sourceNote": None if i.source_note is None else base64.b64encode(i.source_note).decode("ascii"),
         "ciphertext": None if s.ciphertext is None else base64.b64encode(s.ciphertext).decode("ascii"),
     }
 
@@ -79,19 +81,19 @@ class _ArchiveStore:
         self.workspace_id: str = data["workspace"]
         self.location = f"archive {name}"
         self._key_check: str | None = data.get("keyCheck")
-        self._files: dict[str, tuple[bool, dict[int, StoredVersion]]] = {}
+        self.files: dict[str, tuple[bool, dict[int, StoredVersion]]] = {}
         try:
             for entry in data["files"]:
                 stored = [_stored(v) for v in entry["versions"]]
-                self._files[str(entry["path"])] = (bool(entry["deleted"]), {s.info.version: s for s in stored})
+                self.files[str(entry["path"])] = (bool(entry["deleted"]), {s.info.version: s for s in stored})
         except (KeyError, TypeError, ValueError) as exc:
             raise ChainBroken(f"The archive is damaged: {exc!r}; nothing in it is trusted.") from None
 
     def list_files(self) -> list[tuple[str, int, bool]]:
-        return [(path, max(versions, default=0), deleted) for path, (deleted, versions) in self._files.items()]
+        return [(path, max(versions, default=0), deleted) for path, (deleted, versions) in self.files.items()]
 
     def get_versions(self, path: str, versions: Sequence[int]) -> list[StoredVersion]:
-        held = self._files.get(path, (False, {}))[1]
+        held = self.files.get(path, (False, {}))[1]
         missing = [v for v in versions if v not in held]
         if missing:
             raise NotFound(f"version {missing[0]} of {path} is not in the archive")
@@ -112,7 +114,7 @@ class _ArchiveStore:
 
 
 def _stored(v: dict[str, Any]) -> StoredVersion:
-    blob = v["ciphertext"]
+    blob, note = v["ciphertext"], v.get("sourceNote")  # an archive from before source notes has none
     info = VersionInfo(
         version=int(v["version"]),
         created_at=float(v["createdAt"]),
@@ -122,13 +124,15 @@ def _stored(v: dict[str, Any]) -> StoredVersion:
         size=int(v["size"]),
         content_hash=str(v["contentHash"]),
         restored_from=None if v["restoredFrom"] is None else int(v["restoredFrom"]),
+        source_note=None if note is None else base64.b64decode(note, validate=True),
     )
     return StoredVersion(info, None if blob is None else base64.b64decode(blob, validate=True))
 
 
 def verify_archive(data: dict[str, Any], key: bytes, name: str) -> list[tuple[str, int]]:
     """(path, head version) of every document, once the key matches the archive's key check, its
-    seal holds, and every version opens and chains; else WrongKey or ChainBroken naming the break."""
+    seal holds, and every version opens and chains, source note and all; else WrongKey, ChainBroken
+    naming the break, or DecryptionFailed naming a note that does not open at its version."""
     store = _ArchiveStore(data, name)
     # Only the reads above are made: an archive is never written to.
     backend = SealedBackend(cast(MemoryStore, store), key, seen=SeenHeads(None))
@@ -138,4 +142,20 @@ def verify_archive(data: dict[str, Any], key: bytes, name: str) -> list[tuple[st
         raise ChainBroken(
             "The archive was altered after it was written (its seal does not hold); nothing in it is trusted."
         )
-    return backend.verify()
+    checked = backend.verify()
+    for path, (_, versions) in store.files.items():
+        for s in versions.values():
+            if s.info.source_note is not None:
+                _open_note(key, store.workspace_id, path, s.info.version, s.info.source_note)
+    return checked
+
+
+def _open_note(key: bytes, workspace: str, path: str, version: int, note: bytes) -> None:
+    """A version's source note must open at that very version; one that does not is tampering."""
+    try:
+        sealing.open_source(key, note, workspace_id=workspace, path=path, version=version)
+    except DecryptionFailed:
+        raise DecryptionFailed(
+            f"The source note of version {version} of {path} does not open at that version: it was altered or"
+            " moved from another version (tampering); nothing in the archive is trusted."
+        ) from None

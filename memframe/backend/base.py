@@ -82,8 +82,10 @@ class MemoryStore(Protocol):
         clear: bool = False,
         restored_from: int | None = None,
         revive: bool = False,
+        source_note: bytes | None = None,
     ) -> VersionInfo:
-        """Write against exactly `base_version` (0 = create-only) or raise VersionConflict."""
+        """Write against exactly `base_version` (0 = create-only) or raise VersionConflict; a Save
+        may carry `source_note`, the sealed name of the file it was imported from."""
 
     def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:
         """Newest first; metadata only."""
@@ -189,9 +191,11 @@ class Backend(Protocol):
     def load(self) -> MemoryDocument:
         """The current text and the exact version it belongs to (0: never created)."""
 
-    def save(self, text: str, base_version: int, *, revive: bool = False) -> VersionInfo:
+    def save(self, text: str, base_version: int, *, revive: bool = False, source: str | None = None) -> VersionInfo:
         """One direct upload against `base_version`. On success the returned version is
-        exactly what the server holds; on any failure nothing changed anywhere."""
+        exactly what the server holds; on any failure nothing changed anywhere. `source` names the
+        file the text was imported from: sealed with the version, as its text is (InvalidInput
+        unless printable and at most 200 bytes)."""
 
     def clear(self, base_version: int) -> VersionInfo:
         """Write an empty revision and advance the Clear generation, atomically.
@@ -212,6 +216,11 @@ class Backend(Protocol):
         """Where the memory's history starts after version 1 because older versions were forgotten:
         "versions 1–(N−1) were forgotten on DATE by WHO", as the rotation record sealed under the key
         says; None otherwise."""
+
+    def source_of(self, info: VersionInfo) -> str | None:
+        """The name of the file a person imported revision `info` from, opened on this machine; None
+        if it has no source note. A note that does not open at that version (altered, or moved from
+        another version) is DecryptionFailed, said as tampering: it is never shown."""
 
     def read_revision(self, version: int) -> str:
         """The decrypted text of one revision (empty for a deletion)."""

@@ -18,7 +18,8 @@ PAGE = 1000
 
 def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) -> Iterator[Revision]:
     """Versions 1..`at`, oldest first, each with who wrote it as blame names them (an Assistant
-    capture by its conversation, when its origin is known)."""
+    capture by its conversation, when its origin is known) and, for an import, the file it came
+    from (its source note opened here; one that does not open stops blame as the tampering it is)."""
     infos = []
     before: int | None = at + 1
     while before is not None and before > 1:
@@ -32,4 +33,7 @@ def revisions(backend: Backend, at: int, captures: dict[int, CaptureMessage]) ->
         for i in chunk:
             origin = captures.get(i.version)
             who = origin.conversation_id if i.author is Author.ASSISTANT and origin is not None else i.actor
-            yield Revision(i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from)
+            source = None if i.source_note is None else backend.source_of(i)
+            yield Revision(
+                i.version, i.author, who, i.created_at, i.operation, texts[i.version], i.restored_from, source
+            )

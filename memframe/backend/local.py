@@ -75,6 +75,7 @@ class LocalStore:
         clear: bool = False,
         restored_from: int | None = None,
         revive: bool = False,
+        source_note: bytes | None = None,
     ) -> VersionInfo:
         return self.service.put_file(
             self.user,
@@ -85,6 +86,7 @@ class LocalStore:
             clear=clear,
             restored_from=restored_from,
             revive=revive,
+            source_note=source_note,
         )
 
     def list_versions(self, path: str, *, limit: int = 50, before: int | None = None) -> list[VersionInfo]:

@@ -18,7 +18,6 @@ the one transport every call goes through.
 
 from __future__ import annotations
 
-import base64
 import functools
 import re
 import ssl
@@ -55,6 +54,7 @@ from memframe.wire.assistant import (
     TranscriptOut,
     TurnOut,
 )
+from memframe.wire.base import decode_base64, encode_base64
 from memframe.wire.files import FileList, PolicyOut, StoredVersionOut, StoredVersionRun, VersionOut, VersionPage
 from memframe.wire.rotation import DestroyedOut, LatestRotationOut, RotationIn, RotationUploadOut, SealedRecordsOut
 
@@ -214,13 +214,15 @@ class RemoteStore:
         clear: bool = False,
         restored_from: int | None = None,
         revive: bool = False,
+        source_note: bytes | None = None,
     ) -> VersionInfo:
         headers = {"X-Base-Version": str(base_version)}
         if clear:
             headers["X-Memory-Clear"] = "1"
         if revive:
             headers["X-Revive"] = "1"
-        body = {"ciphertext": base64.b64encode(ciphertext).decode("ascii"), "restoredFrom": restored_from}
+        body = {"ciphertext": encode_base64(ciphertext), "restoredFrom": restored_from}
+        body |= {} if source_note is None else {"sourceNote": encode_base64(source_note)}  # an import's only
         payload = self._request("PUT", self._file_url("files", path), write=True, headers=headers, json=body)
         return _info(payload, self)
 
@@ -304,7 +306,7 @@ class RemoteStore:
 
     def open_key_session(self, key: bytes, *, hold_seconds: float | None = None) -> KeySessionInfo:
         """A key session on the server; `hold_seconds` holds it that long whether used or not."""
-        body: dict[str, Any] = {"key": base64.b64encode(key).decode("ascii")}
+        body: dict[str, Any] = {"key": encode_base64(key)}
         if hold_seconds is not None:
             body["holdSeconds"] = hold_seconds
         payload = self._request("POST", f"{self._prefix}/key-sessions", write=True, json=body)
@@ -344,7 +346,7 @@ class RemoteStore:
 
     def transcript(self, conversation_id: str) -> list[tuple[str, bytes]]:
         payload = self._request("GET", self._assistant_url(conversation_id, "transcript"))
-        return [(m.role, base64.b64decode(m.ciphertext)) for m in _read(TranscriptOut, payload, self).messages]
+        return [(m.role, decode_base64(m.ciphertext)) for m in _read(TranscriptOut, payload, self).messages]
 
     def capture_origins(self) -> list[CaptureOrigin]:
         payload = self._request("GET", f"{self._prefix}/memory/capture-origins")

@@ -1,10 +1,11 @@
 """Forgetting is key rotation: everything that stays re-sealed under a new key on this machine.
 
-The server never sees a key or a text, so a rotation is made here: every kept version, transcript
-message and proposal is opened with the old key and sealed under the new one, with a record (also
-sealed under the new key) of which heads were re-sealed and which versions were forgotten, when
-and by whom; the server swaps them in one transaction (`memframe.service.rotation`). The record is
-what lets a history that starts at version N be told from one a server cut short.
+The server never sees a key or a text, so a rotation is made here: every kept version (with its
+source note), transcript message and proposal is opened with the old key and sealed under the new
+one, with a record (also sealed under the new key) of which heads were re-sealed and which versions
+were forgotten, when and by whom; the server swaps them in one transaction
+(`memframe.service.rotation`). The record is what lets a history that starts at version N be told
+from one a server cut short.
 """
 
 from __future__ import annotations
@@ -221,6 +222,7 @@ def rotate(
     versions: list[tuple[str, int, bytes | None]] = []
     new_heads: dict[str, tuple[int, str]] = {}
     starts: dict[str, int] = {}
+    notes: list[tuple[str, int, bytes]] = []
     for path, head, _deleted in store.list_files():
         heads[path] = head
         first = forgotten[path].before if path in forgotten else 1
@@ -234,7 +236,7 @@ def rotate(
             start = forget_before
             forgotten[path] = Forgotten(forget_before, now, who)
             starts[path] = forget_before
-        resealed = _reseal_path(store, old_key, new_key, path, first, start, head, after_each)
+        resealed = _reseal_path(store, old_key, new_key, path, first, start, head, after_each, notes)
         versions.extend(resealed)
         last = resealed[-1][2] if resealed else None
         new_heads[path] = (head, "" if last is None else sealing.content_hash(last))
@@ -268,6 +270,7 @@ def rotate(
         sealed_record=sealing.seal_rotation(new_key, json.dumps(body), workspace_id=workspace, number=number),
         forget_before=starts,
         forget_conversations=conversations,
+        notes=notes,
     )
     return store.rotate_key(plan), record
 
@@ -281,9 +284,11 @@ def _reseal_path(
     start: int,
     head: int,
     after_each: Callable[[str, int], None] | None,
+    notes: list[tuple[str, int, bytes]],
 ) -> list[tuple[str, int, bytes | None]]:
     """Versions `start`..`head` of `path` re-sealed under `new_key`, chained afresh from `start`
-    (versions from `first` are opened: a delta's base may lie before `start`)."""
+    (versions from `first` are opened: a delta's base may lie before `start`); their source notes
+    re-sealed at their versions are added to `notes`."""
     workspace = store.workspace_id
     open_blob = sealing.opener(old_key, workspace_id=workspace, path=path, remember=True)
     out: list[tuple[str, int, bytes | None]] = []
@@ -300,6 +305,9 @@ def _reseal_path(
                 text = open_blob(blob, version, legacy=not chained)
             if version < start:
                 continue
+            if stored.info.source_note is not None:
+                note = _reseal_note(old_key, new_key, workspace, path, version, stored.info.source_note)
+                notes.append((path, version, note))
             if text is None:
                 out.append((path, version, None))
                 previous, previous_text = None, None
@@ -319,6 +327,12 @@ def _reseal_path(
             if after_each is not None:
                 after_each(path, version)
     return out
+
+
+def _reseal_note(old_key: bytes, new_key: bytes, workspace: str, path: str, version: int, note: bytes) -> bytes:
+    """A version's source note opened under the old key at its version and sealed under the new one."""
+    name = sealing.open_source(old_key, note, workspace_id=workspace, path=path, version=version)
+    return sealing.seal_source(new_key, name, workspace_id=workspace, path=path, version=version)
 
 
 def _reseal_messages(

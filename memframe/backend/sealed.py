@@ -1,10 +1,10 @@
 """Plaintext over any MemoryStore: sealing on the client, and save-state tracking.
 
-This is the only place a human write's text is encrypted, whichever backend
-is used, so local and remote cannot drift apart in what they store. It is the
-whole `Backend` protocol over a store, one short method per promise; walking a chain
-(`verify`), re-sealing old versions (`compact`), key rotations (`rotation`) and opening what
-the Assistant left behind (`assistant_records`) live in modules of their own.
+This is the only place a human write's text is encrypted, whichever backend is used, so local
+and remote cannot drift apart in what they store. It is the whole `Backend` protocol over a store,
+one short method per promise; walking a chain (`verify`), re-sealing old versions (`compact`), key
+rotations (`rotation`), an import's source note (`source_notes`) and opening what the Assistant
+left behind (`assistant_records`) live in modules of their own.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.rotation import Rotating
 from memframe.backend.save_state import SaveState, reported
+from memframe.backend.source_notes import SourceNotes
 from memframe.core.errors import (
     ChainBroken,
     DecryptionFailed,
+    Forbidden,
     InvalidInput,
     KeySessionUnavailable,
     MemframeError,
@@ -47,7 +49,7 @@ if TYPE_CHECKING:  # the Assistant's records and the edit parser load with the f
     from memframe.core.turns import AIConsent, TurnResult
 
 
-class SealedBackend(AssistantRecords, Rotating):
+class SealedBackend(AssistantRecords, Rotating, SourceNotes):
     """The Backend every frame and CLI command uses; see `memframe.backend.base.Backend`."""
 
     def __init__(
@@ -260,8 +262,6 @@ class SealedBackend(AssistantRecords, Rotating):
     def _set_key_check(self, mine: str) -> None:
         """Only the workspace's owner writes the key check; a member, refused, proves her key by
         opening the memory instead, and with no memory she has nothing to prove it against."""
-        from memframe.core.errors import Forbidden
-
         try:
             self.store.set_key_check(mine)
         except Forbidden:
@@ -281,8 +281,8 @@ class SealedBackend(AssistantRecords, Rotating):
             self.save_state.acknowledge(info.version)
         return info
 
-    def save(self, text: str, base_version: int, *, revive: bool = False) -> VersionInfo:
-        return self._write(text, base_version, revive=revive)
+    def save(self, text: str, base_version: int, *, revive: bool = False, source: str | None = None) -> VersionInfo:
+        return self._write(text, base_version, revive=revive, source_note=self._source_note(source, base_version))
 
     def clear(self, base_version: int) -> VersionInfo:
         return self._write("", base_version, clear=True)

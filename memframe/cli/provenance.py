@@ -42,7 +42,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
         backend.close()
     if args.porcelain:
         for b in lines:
-            who = b.who if b.author.value == "person" else (b.who or "assistant")
+            who = b.imported_from or b.who if b.author.value == "person" else (b.who or "assistant")
             sys.stdout.write(
                 f"{b.version}\t{b.author.value}\t{who}\t{iso_utc(b.time)}\t{b.text.rstrip(chr(13) + chr(10))}\n"
             )
@@ -69,7 +69,7 @@ def cmd_blame(args: argparse.Namespace) -> int:
 def _who(b: BlameLine) -> str:
     from memframe.core.types import Author, Operation
 
-    who = b.who if b.author is Author.PERSON else f"Assistant {b.who}"
+    who = b.imported_from or b.who if b.author is Author.PERSON else f"Assistant {b.who}"
     if b.operation is Operation.UNDO and b.restored_from is not None:
         who += f" (undo of {b.restored_from})"
     return who
@@ -126,11 +126,13 @@ def section_table(doc: MemoryDocument) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from memframe.backend.source_notes import source_name
     from memframe.core.errors import InvalidInput
     from memframe.core.sections import place_under
     from memframe.core.types import MEMORY_RECALL_MAX_BYTES
 
     source = Path(args.file)
+    name = source_name(source.name)  # blame names the lines' file: a name it can print, or nothing is read
     try:
         addition = source.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -140,10 +142,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     backend = open_workspace(args)
     try:
         doc = backend.load()
-        info = backend.save(place_under(doc.text, addition, args.under), doc.version)
+        info = backend.save(place_under(doc.text, addition, args.under), doc.version, source=name)
     finally:
         backend.close()
-    out(f"Imported {source.name} as version {info.version} ({size_line(info.size)}).")
+    out(f"Imported {name} as version {info.version} ({size_line(info.size)}).")
     if info.size > MEMORY_RECALL_MAX_BYTES:
         out("The memory is now over the bound: it is kept, and withheld from recall until it is shortened.")
     return 0

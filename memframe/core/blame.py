@@ -1,8 +1,9 @@
 """Where every line of a memory came from: the version that introduced it, who wrote it, and when.
 
 A person reviewing what is remembered needs to see, per line, whether they or the Assistant wrote it,
-and in which conversation; the versions already carry that, so blame is a walk over their decrypted
-texts on the client, oldest to newest, matching lines with difflib as `git blame` does.
+in which conversation, or from which file they imported it; the versions already carry that, so blame
+is a walk over their decrypted texts on the client, oldest to newest, matching lines with difflib as
+`git blame` does.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from memframe.core.types import Author, Operation
 class Revision(NamedTuple):
     """One version as blame reads it: its metadata and decrypted text.
 
-    `who` is what a person reads: the user name, the conversation id of a capture, or
-    "imported from NAME"; `restored_from` is the version an Undo or a revert took its text from.
+    `who` is what a person reads: the user name, or the conversation id of a capture;
+    `restored_from` is the version an Undo or a revert took its text from; `source` the name of the
+    file a person imported the version from (its sealed source note, opened on this machine).
     A named tuple, as a long history makes one per version and a tuple is the cheapest to make."""
 
     version: int
@@ -29,6 +31,7 @@ class Revision(NamedTuple):
     operation: Operation
     text: str
     restored_from: int | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,12 @@ class BlameLine:
     operation: Operation
     text: str
     restored_from: int | None = None
+    source: str | None = None
+
+    @property
+    def imported_from(self) -> str | None:
+        """What blame's WHO says of a line a person imported from a file ("imported from NAME"), else None."""
+        return None if self.source is None else f"imported from {self.source}"
 
 
 def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
@@ -73,7 +82,7 @@ def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
     deletion) starts every line afresh; an Undo is attributed to the person who made it, with the
     version it restored from, like any other change. Lines keep their ends ("\\n"), so joining the
     texts gives the newest revision's text back."""
-    seen: list[tuple[Any, ...]] = []  # (version, author, who, time, operation, restored_from): no texts held
+    seen: list[tuple[Any, ...]] = []  # (version, author, who, time, operation, restored_from, source): no texts
     last, last_plain = "", True  # the text of the revision last read, and whether newlines are its only line ends
     owners: list[int] = []  # per line of it, the index in `seen` of the revision that introduced it
     for rev in revisions:
@@ -93,7 +102,7 @@ def blame(revisions: Iterable[Revision]) -> list[BlameLine]:
         last, last_plain = rev.text, plain
     texts = last.splitlines(keepends=True)
     return [
-        BlameLine(r[0], r[1], r[2], r[3], r[4], text, r[5])
+        BlameLine(r[0], r[1], r[2], r[3], r[4], text, r[5], r[6])
         for text, r in zip(texts, (seen[i] for i in owners), strict=True)
     ]
 

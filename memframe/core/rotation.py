@@ -48,6 +48,8 @@ class RotationPlan:
     sealed_record: bytes
     forget_before: dict[str, int] = field(default_factory=dict)
     forget_conversations: bool = False
+    #: (path, version, sealed note) of every kept version's source note, re-sealed at its version.
+    notes: list[tuple[str, int, bytes]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

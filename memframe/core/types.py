@@ -15,6 +15,8 @@ MEMORY_NAMESPACE = ".zudotext/memory/"
 MEMORY_PATH = ".zudotext/memory/MEMORY.md"
 #: Recall supplies at most this many UTF-8 bytes of memory text.
 MEMORY_RECALL_MAX_BYTES = 8192
+#: A version's source note names the file it was imported from in at most this many UTF-8 bytes.
+SOURCE_NAME_MAX_BYTES = 200
 
 
 class Mode(enum.StrEnum):
@@ -104,6 +106,9 @@ class VersionInfo:
     size: int
     content_hash: str
     restored_from: int | None = None
+    #: The name of the file a person imported this version from, sealed under the workspace key at
+    #: this version's place (`memframe.sealing.seal_source`); None for every other version.
+    source_note: bytes | None = None
 
 
 @dataclass(frozen=True)

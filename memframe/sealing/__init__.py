@@ -2,8 +2,8 @@
 
 `format` is the sealed format a security reviewer reads (keys, header, places, seal and open);
 `delta` stores a version as the edit from the one before, inside the seal; `records` seals
-transcript messages and proposals; `opener` reads many versions of one file and remembers what it
-opened; `keyfiles` keeps the key on the person's machine. The names most callers use are gathered
+transcript messages, proposals and source notes; `opener` reads many versions of one file and
+remembers what it opened; `keyfiles` keeps the key on the person's machine. The names most callers use are gathered
 here; key files are imported from `keyfiles` itself.
 """
 
@@ -47,10 +47,12 @@ from memframe.sealing.records import (
     open_message,
     open_proposal,
     open_rotation,
+    open_source,
     open_transcript,
     seal_message,
     seal_proposal,
     seal_rotation,
+    seal_source,
 )
 
 __all__ = [
@@ -88,6 +90,7 @@ __all__ = [
     "open_proposal",
     "open_rotation",
     "open_sealed",
+    "open_source",
     "open_transcript",
     "opener",
     "plaintext_size",
@@ -97,6 +100,7 @@ __all__ = [
     "seal_message",
     "seal_proposal",
     "seal_rotation",
+    "seal_source",
     "seal_v1",
     "transcript_place",
 ]

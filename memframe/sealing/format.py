@@ -129,6 +129,11 @@ def rotation_place(workspace_id: str, number: int) -> bytes:
     return b"rotation\x00" + workspace_id.encode() + b"\x00" + str(number).encode()
 
 
+def source_place(workspace_id: str, path: str, version: int) -> bytes:
+    """A version's source note: the name of the file its text was imported from."""
+    return b"source\x00" + workspace_id.encode() + b"\x00" + path.encode() + b"\x00" + str(version).encode()
+
+
 def associated_data(workspace_id: str, path: str) -> bytes:
     """The v1 associated data (workspace and path only), for opening texts sealed before v2."""
     return b"memframe/v1\x00" + workspace_id.encode() + b"\x00" + path.encode()

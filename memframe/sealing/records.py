@@ -1,4 +1,4 @@
-"""Transcript messages, proposals and rotation records: records sealed in the same format as file versions, unchained.
+"""Messages, proposals, rotation records and source notes: sealed in the same format as file versions, unchained.
 
 Each is bound by its place (`memframe.sealing.format`) to where it belongs, so a message cannot be
 swapped into a note, reordered or dropped from the middle of its conversation, and a proposal
@@ -15,6 +15,7 @@ from memframe.sealing.format import (
     proposal_place,
     rotation_place,
     seal_v2,
+    source_place,
     transcript_place,
     utf8,
 )
@@ -73,3 +74,13 @@ def seal_rotation(key: bytes, text: str, *, workspace_id: str, number: int) -> b
 
 def open_rotation(key: bytes, blob: bytes, *, workspace_id: str, number: int) -> str:
     return utf8(open_version(aead(key), blob, rotation_place(workspace_id, number), None)[0])
+
+
+def seal_source(key: bytes, name: str, *, workspace_id: str, path: str, version: int) -> bytes:
+    """A version's source note (the file name it was imported from), bound to that very version."""
+    return seal_v2(key, name, source_place(workspace_id, path, version))
+
+
+def open_source(key: bytes, blob: bytes, *, workspace_id: str, path: str, version: int) -> str:
+    """A source note, opened only at the version it was sealed for (DecryptionFailed elsewhere)."""
+    return utf8(open_version(aead(key), blob, source_place(workspace_id, path, version), None)[0])

@@ -15,13 +15,14 @@ from typing import Any
 
 from memframe import sealing
 from memframe.core.errors import DocumentDeleted, InvalidInput, KeyRotated, NotFound, TooLarge, VersionConflict
-from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
+from memframe.core.types import SOURCE_NAME_MAX_BYTES, Author, Operation, StoredVersion, VersionInfo
 from memframe.sealing import content_hash, plaintext_size
 
 #: A stored document's ciphertext may not exceed this (memory over 8 KiB is kept, just not recalled).
 MAX_DOCUMENT_BYTES = 1024 * 1024
 
-_INFO_COLUMNS = "version, created_at, author, actor, operation, size, content_hash, restored_from"
+_INFO_COLUMNS = "version, created_at, author, actor, operation, size, content_hash, restored_from, source_note"
+_INFO_WIDTH = 9  # the columns above; the ciphertext follows them
 
 
 def _info(row: tuple[Any, ...] | sqlite3.Row) -> VersionInfo:
@@ -34,7 +35,14 @@ def _info(row: tuple[Any, ...] | sqlite3.Row) -> VersionInfo:
         size=int(row[5]),
         content_hash=str(row[6]),
         restored_from=None if row[7] is None else int(row[7]),
+        source_note=None if row[8] is None else bytes(row[8]),
     )
+
+
+def _stored(row: tuple[Any, ...] | sqlite3.Row) -> StoredVersion:
+    """A row of the info columns followed by the ciphertext."""
+    blob = row[_INFO_WIDTH]
+    return StoredVersion(_info(row[:_INFO_WIDTH]), None if blob is None else bytes(blob))
 
 
 def current_state(conn: sqlite3.Connection, workspace_id: str, path: str) -> tuple[int, bool]:
@@ -72,6 +80,7 @@ def insert_version(
     operation: Operation,
     ciphertext: bytes | None,
     restored_from: int | None = None,
+    source_note: bytes | None = None,
 ) -> VersionInfo:
     """Append one version row and move the file's head to it, inside the caller's batch."""
     if ciphertext is not None and len(ciphertext) > MAX_DOCUMENT_BYTES:
@@ -79,11 +88,13 @@ def insert_version(
     if ciphertext is not None:
         check_well_formed(ciphertext)
         check_chain(conn, workspace_id, path, version, ciphertext)
+    if source_note is not None:
+        check_source_note(source_note)
     size = 0 if ciphertext is None else plaintext_size(ciphertext)
     digest = "" if ciphertext is None else content_hash(ciphertext)
     conn.execute(
         f"INSERT INTO file_versions (workspace_id, path, {_INFO_COLUMNS}, ciphertext)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             workspace_id,
             path,
@@ -95,6 +106,7 @@ def insert_version(
             size,
             digest,
             restored_from,
+            source_note,
             ciphertext,
         ),
     )
@@ -104,7 +116,7 @@ def insert_version(
         " current_version = excluded.current_version, deleted = excluded.deleted",
         (workspace_id, path, version, 1 if operation is Operation.DELETE else 0),
     )
-    return VersionInfo(version, now, author, actor, operation, size, digest, restored_from)
+    return VersionInfo(version, now, author, actor, operation, size, digest, restored_from, source_note)
 
 
 def check_well_formed(ciphertext: bytes) -> None:
@@ -116,6 +128,22 @@ def check_well_formed(ciphertext: bytes) -> None:
         raise InvalidInput(
             f"The body is not a sealed text in memframe's format (at least {sealing.SEALED_EMPTY_BYTES} bytes,"
             " with its header); nothing was written."
+        )
+
+
+def check_source_note(note: bytes) -> None:
+    """What a server can check of a source note without the key: a well-formed, unchained v2 sealed
+    text of a name 1 to `SOURCE_NAME_MAX_BYTES` bytes long (its header says the size)."""
+    head = sealing.header(note)
+    if (
+        head is None
+        or not sealing.is_well_formed(note)
+        or not 0 < head.size <= SOURCE_NAME_MAX_BYTES
+        or head.since != 0
+        or head.previous != sealing.NO_PREVIOUS
+    ):
+        raise InvalidInput(
+            f"A source note is a file name of 1 to {SOURCE_NAME_MAX_BYTES} bytes, sealed; nothing was written."
         )
 
 
@@ -195,7 +223,7 @@ def get_current(conn: sqlite3.Connection, workspace_id: str, path: str) -> Store
         " AND v.version = f.current_version WHERE f.workspace_id = ? AND f.path = ?",
         (workspace_id, path),
     ).fetchone()
-    return None if row is None else StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+    return None if row is None else _stored(row)
 
 
 def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version: int) -> StoredVersion:
@@ -205,7 +233,7 @@ def get_version(conn: sqlite3.Connection, workspace_id: str, path: str, version:
     ).fetchone()
     if row is None:
         raise NotFound(f"There is no revision {version}.")
-    return StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+    return _stored(row)
 
 
 def ciphertexts(conn: sqlite3.Connection, workspace_id: str, path: str) -> Callable[[int], bytes | None]:
@@ -259,7 +287,7 @@ def get_versions(
             f" AND version IN ({', '.join('?' * len(chunk))})",
             (workspace_id, path, *chunk),
         ):
-            found[int(row[0])] = StoredVersion(_info(row[:8]), None if row[8] is None else bytes(row[8]))
+            found[int(row[0])] = _stored(row)
     missing = [v for v in versions if v not in found]
     if missing:
         raise NotFound(f"There is no revision {missing[0]}.")

@@ -17,7 +17,7 @@ from memframe import sealing
 from memframe.core.errors import Forbidden, InvalidInput, KeyRotated, VersionConflict, WrongKey
 from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.types import MEMORY_PATH
-from memframe.service.files import check_well_formed
+from memframe.service.files import check_source_note, check_well_formed
 
 _CONVERSATIONS = "SELECT id FROM conversations WHERE workspace_id = ?"
 
@@ -102,6 +102,9 @@ def rotate(
         sent.setdefault(path, {})[version] = blob
     if not set(sent) <= set(heads) or not set(plan.forget_before) <= set(heads):
         raise InvalidInput("A rotation names a file the workspace does not have; nothing was changed.")
+    notes: dict[str, dict[int, bytes]] = {}
+    for path, version, note in plan.notes:
+        notes.setdefault(path, {})[version] = note
     resealed = 0
     for path in heads:
         rows = {
@@ -124,6 +127,16 @@ def rotate(
         kept = {v for v in every if v >= before}
         if set(sent.get(path, {})) != kept:
             raise _changed(conn, workspace_id, f"the versions of {path} are not the ones re-sealed")
+        noted = {
+            int(r[0])
+            for r in conn.execute(
+                "SELECT version FROM file_versions WHERE workspace_id = ? AND path = ? AND version >= ?"
+                " AND source_note IS NOT NULL",
+                (workspace_id, path, before),
+            )
+        }
+        if set(notes.get(path, {})) != noted:  # a note left under the old key would never open again
+            raise InvalidInput(f"The source notes of {path} were not all re-sealed; nothing was changed.")
         gone = sorted(v for v in every if v < before)
         if gone:
             destroyed[path] = (gone[0], gone[-1], len(gone))
@@ -140,10 +153,13 @@ def rotate(
             check_well_formed(blob)
             if sealing.plaintext_size(blob) != rows[version]:
                 raise InvalidInput(f"The re-seal of version {version} of {path} is not the same text's size.")
+            resealed_note = notes.get(path, {}).get(version)
+            if resealed_note is not None:
+                check_source_note(resealed_note)
             conn.execute(
-                "UPDATE file_versions SET ciphertext = ?, content_hash = ? WHERE workspace_id = ? AND path = ?"
-                " AND version = ?",
-                (blob, sealing.content_hash(blob), workspace_id, path, version),
+                "UPDATE file_versions SET ciphertext = ?, content_hash = ?, source_note = ? WHERE workspace_id = ?"
+                " AND path = ? AND version = ?",
+                (blob, sealing.content_hash(blob), resealed_note, workspace_id, path, version),
             )
             resealed += 1
     memory_before = plan.forget_before.get(MEMORY_PATH, 0)

@@ -116,8 +116,11 @@ class MemoryService:
         clear: bool = False,
         restored_from: int | None = None,
         revive: bool = False,
+        source_note: bytes | None = None,
     ) -> VersionInfo:
         """One direct write against `base_version`; a Clear also advances the generation.
+
+        `source_note` is a Save's sealed source note (the file it was imported from), stored as is.
 
         Saves, Clears and Undos share their transaction and fsync with whatever other writes wait
         at the writer at that moment (group commit), with no change to what each one means: each is
@@ -128,7 +131,15 @@ class MemoryService:
         version row, so a Clear that loses the race moves nothing.
         """
         batch = self._put_file_batch(
-            user, workspace_id, path, ciphertext, base_version, clear=clear, restored_from=restored_from, revive=revive
+            user,
+            workspace_id,
+            path,
+            ciphertext,
+            base_version,
+            clear=clear,
+            restored_from=restored_from,
+            revive=revive,
+            source_note=source_note,
         )
         return self.db.write_together(batch)
 
@@ -143,6 +154,7 @@ class MemoryService:
         clear: bool,
         restored_from: int | None,
         revive: bool,
+        source_note: bytes | None = None,
     ) -> Callable[[sqlite3.Connection], VersionInfo]:
         """A direct write's checks (each refusal raised here, before anything queues) and its batch."""
         path = check_file_path(path)
@@ -155,6 +167,10 @@ class MemoryService:
             )
         if clear and restored_from is not None:
             raise InvalidInput("A Clear cannot also restore a revision.")
+        if source_note is not None:
+            if clear or restored_from is not None:
+                raise InvalidInput("Only a Save carries a source note; nothing was written.")
+            files.check_source_note(source_note)
         operation = Operation.CLEAR if clear else Operation.UNDO if restored_from is not None else Operation.SAVE
 
         def batch(conn: sqlite3.Connection) -> VersionInfo:
@@ -178,6 +194,7 @@ class MemoryService:
                 operation=operation,
                 ciphertext=ciphertext,
                 restored_from=restored_from,
+                source_note=source_note,
             )
             if clear:
                 conn.execute(ADVANCE_CLEAR_GENERATION, {"ws": workspace_id, "path": path, "version": version})

@@ -26,9 +26,16 @@ class VersionOut(WireOut):
     size: int = Field(description="Plaintext size in UTF-8 bytes, known from the ciphertext length.")
     content_hash: str = Field(description="SHA-256 of the ciphertext, hex.")
     restored_from: int | None = Field(None, description="The revision an undo restored.")
+    source_note: Sealed | None = Field(
+        None,
+        description="For a version a person imported from a file: the file's name, sealed under the workspace key"
+        " at this version's place, base64; the server cannot read it.",
+        json_schema_extra={"contentEncoding": "base64"},
+    )
 
     def to_info(self) -> VersionInfo:
-        return self.to_core(VersionInfo)
+        note = None if self.source_note is None else decode_base64(self.source_note)
+        return self.to_core(VersionInfo, source_note=note)
 
 
 class StoredVersionOut(VersionOut):
@@ -99,15 +106,27 @@ class PutFileIn(WireIn):
     restored_from: int | None = Field(
         None, ge=1, le=MAX_NUMBER, description="Set by an undo: the revision whose text this restores."
     )
+    source_note: str | None = Field(
+        None,
+        max_length=1024,
+        description="Set by an import: the name of the file the text came from, sealed under the workspace key"
+        " at the new version's place, base64. Only a Save carries one.",
+        json_schema_extra={"contentEncoding": "base64"},
+    )
 
-    @field_validator("ciphertext")
+    @field_validator("ciphertext", "source_note")
     @classmethod
-    def _strict_base64(cls, value: str) -> str:
-        decode_base64(value)
+    def _strict_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            decode_base64(value)
         return value
 
     def blob(self) -> bytes:
         return decode_base64(self.ciphertext)
+
+    def note(self) -> bytes | None:
+        """The sealed source note, if the Save carries one."""
+        return None if self.source_note is None else decode_base64(self.source_note)
 
 
 class PolicyIn(WireIn):

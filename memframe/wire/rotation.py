@@ -83,6 +83,12 @@ class ResealedProposal(WireIn):
     ciphertext: Sealed
 
 
+class ResealedNote(WireIn):
+    path: str
+    version: int
+    note: Sealed
+
+
 class RotationPartIn(WireIn):
     """Some of a plan's re-sealed records, uploaded ahead of a rotation too large for one request."""
 
@@ -125,6 +131,7 @@ class RotationIn(RotationPartIn):
     forget_before: dict[str, int] = Field(default_factory=dict)
     forget_conversations: bool = False
     upload_id: str | None = Field(default=None, max_length=100)
+    notes: list[ResealedNote] = Field(default_factory=list, description="Every kept source note, re-sealed")
 
     @staticmethod
     def body(plan: RotationPlan) -> dict[str, Any]:
@@ -139,6 +146,7 @@ class RotationIn(RotationPartIn):
             "sealedRecord": encode_base64(plan.sealed_record),
             "forgetBefore": plan.forget_before,
             "forgetConversations": plan.forget_conversations,
+            "notes": [{"path": p, "version": v, "note": encode_base64(b)} for p, v, b in plan.notes],
         }
 
     @staticmethod
@@ -173,6 +181,7 @@ class RotationIn(RotationPartIn):
             sealed_record=decode_base64(self.sealed_record),
             forget_before=dict(self.forget_before),
             forget_conversations=self.forget_conversations,
+            notes=[(n.path, n.version, decode_base64(n.note)) for n in self.notes],
         )
 
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.types import Message
 
+from memframe import sealing
 from memframe.api import create_app
 from memframe.api.errors import MAX_BODY_BYTES
 from memframe.core.types import MEMORY_PATH, Policy
@@ -32,7 +33,17 @@ from tests.support.stand_in import stand_in
 
 WS = "/api/v1/workspaces/ws"
 MEMORY = f"{WS}/files/{MEMORY_PATH}"
-VERSION_KEYS = {"version", "createdAt", "author", "actor", "operation", "size", "contentHash", "restoredFrom"}
+VERSION_KEYS = {
+    "version",
+    "createdAt",
+    "author",
+    "actor",
+    "operation",
+    "size",
+    "contentHash",
+    "restoredFrom",
+    "sourceNote",
+}
 
 
 @dataclass
@@ -88,6 +99,7 @@ def test_write_read_history_and_revision_shapes(api: Api) -> None:
         "size": 3,
         "contentHash": first.json()["contentHash"],
         "restoredFrom": None,
+        "sourceNote": None,
     }
     api.put(MEMORY, sealed(4), 1)
     undo = api.client.put(
@@ -112,6 +124,21 @@ def test_write_read_history_and_revision_shapes(api: Api) -> None:
 
     listing = api.client.get(f"{WS}/files").json()
     assert listing == {"files": [{"path": MEMORY_PATH, "version": 3, "deleted": False}]}
+
+
+def test_a_save_carries_a_sealed_source_note_and_the_history_returns_it(api: Api) -> None:
+    note = sealing.seal_source(sealing.new_key(), "CLAUDE.md", workspace_id="ws", path=MEMORY_PATH, version=1)
+    body = {"ciphertext": base64.b64encode(sealed(3)).decode(), "sourceNote": "not base64!"}
+    assert_error(api.client.put(MEMORY, json=body, headers={"X-Base-Version": "0"}), 422, "invalid_input")
+    body["sourceNote"] = base64.b64encode(b"CLAUDE.md").decode()  # not sealed: refused, nothing written
+    assert_error(api.client.put(MEMORY, json=body, headers={"X-Base-Version": "0"}), 422, "invalid_input")
+    body["sourceNote"] = base64.b64encode(note).decode()
+    saved = api.client.put(MEMORY, json=body, headers={"X-Base-Version": "0"}).json()
+    assert saved["version"] == 1 and base64.b64decode(saved["sourceNote"]) == note
+    assert api.put(MEMORY, sealed(4), 1).json()["sourceNote"] is None
+    page = api.client.get(f"{WS}/history/{MEMORY_PATH}").json()["versions"]
+    assert [v["sourceNote"] for v in page] == [None, body["sourceNote"]]
+    assert api.client.get(f"{WS}/revisions/1/{MEMORY_PATH}").json()["sourceNote"] == body["sourceNote"]
 
 
 def test_clear_and_policy_shapes(api: Api) -> None:
@@ -422,6 +449,7 @@ def test_openapi_lists_every_route_with_headers_and_error_shape(api: Api) -> Non
     assert set(spec["components"]["schemas"][put_body.rsplit("/", 1)[-1]]["properties"]) == {
         "ciphertext",
         "restoredFrom",
+        "sourceNote",
     }
     scheme = spec["components"]["securitySchemes"]["token"]
     assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")

@@ -137,3 +137,82 @@ def test_verify_archive_refuses_what_is_not_an_archive(capsys, three, tmp_path) 
     (tmp_path / "x.json").write_text("{}")
     code, _, err = run(capsys, "verify", "--archive", str(tmp_path / "x.json"))
     assert code == EXIT_ERROR and "not a memframe archive" in err
+
+
+def swap_notes(first: int, second: int) -> None:
+    """What a server could do to the notes it stores: swap two versions' sealed source notes."""
+    import sqlite3
+
+    with sqlite3.connect(paths.local_database()) as conn:
+        notes = dict(
+            conn.execute("SELECT version, source_note FROM file_versions WHERE version IN (?, ?)", (first, second))
+        )
+        assert notes[first] is not None and notes[second] is not None
+        for version, other in ((first, second), (second, first)):
+            conn.execute("UPDATE file_versions SET source_note = ? WHERE version = ?", (notes[other], version))
+
+
+@pytest.fixture
+def imported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Version 1 saved by hand, version 2 imported from CLAUDE.md, version 3 from AGENTS.md under Work."""
+    assert run(capsys, "init")[0] == 0
+    save(capsys, tmp_path, "# Prefs\n- tea\n", 0)
+    (tmp_path / "CLAUDE.md").write_text("# Style\n- use uv\n", encoding="utf-8")
+    assert "Imported CLAUDE.md as version 2" in run(capsys, "import", str(tmp_path / "CLAUDE.md"))[1]
+    (tmp_path / "AGENTS.md").write_text("- run make check\n", encoding="utf-8")
+    assert "Imported AGENTS.md as version 3" in run(capsys, "import", str(tmp_path / "AGENTS.md"), "--under", "Work")[1]
+
+
+def test_blame_shows_imported_lines_as_imported_from_the_files_name(capsys, imported) -> None:  # type: ignore[no-untyped-def]
+    code, out, _ = run(capsys, "blame", "--porcelain")
+    rows = porcelain(out)
+    assert code == 0 and [(r[0], r[1], r[2], r[4]) for r in rows] == [
+        ("1", "person", "local", "# Prefs"),
+        ("1", "person", "local", "- tea"),
+        ("2", "person", "imported from CLAUDE.md", ""),
+        ("2", "person", "imported from CLAUDE.md", "# Style"),
+        ("2", "person", "imported from CLAUDE.md", "- use uv"),
+        ("3", "person", "imported from AGENTS.md", ""),
+        ("3", "person", "imported from AGENTS.md", "# Work"),
+        ("3", "person", "imported from AGENTS.md", ""),
+        ("3", "person", "imported from AGENTS.md", "- run make check"),
+    ]
+    assert "imported from CLAUDE.md" in run(capsys, "blame")[1]
+    # A revert is the person's own Save: it carries no source.
+    assert run(capsys, "revert", "3")[0] == 0
+    assert {r[2] for r in porcelain(run(capsys, "blame", "--porcelain")[1])} == {"local", "imported from CLAUDE.md"}
+
+
+@pytest.mark.parametrize(("name", "why"), [("x" * 201 + ".md", "1 to 200 bytes"), ("a\x01b.md", "printable")])
+def test_an_import_whose_name_blame_cannot_print_is_refused(capsys, three, tmp_path, name: str, why: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / name).write_text("- x\n", encoding="utf-8")
+    code, _, err = run(capsys, "import", str(tmp_path / name))
+    assert code == EXIT_ERROR and why in err and "nothing was saved" in err and "\x01" not in err
+    assert "version 3" in run(capsys, "show")[1]  # nothing new
+
+
+def test_a_note_swapped_between_versions_is_reported_as_tampering(capsys, imported) -> None:  # type: ignore[no-untyped-def]
+    swap_notes(2, 3)
+    for argv in (("blame", "--porcelain"), ("blame",)):
+        code, out, err = run(capsys, *argv)
+        assert code == EXIT_ERROR and "tampering" in err and "CLAUDE.md" not in out + err
+
+
+def test_the_archive_carries_the_notes_and_verify_opens_each(capsys, imported, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    archive = tmp_path / "a.json"
+    assert run(capsys, "export", "--archive", str(archive))[0] == 0
+    text = archive.read_text()
+    assert "CLAUDE.md" not in text and "AGENTS.md" not in text
+    notes = [v["sourceNote"] for v in json.loads(text)["files"][0]["versions"]]
+    assert notes[0] is None and notes[1] and notes[2]
+    paths.local_database().unlink()  # offline: only the key and the archive
+    code, out, _ = run(capsys, "verify", "--archive", str(archive))
+    assert code == 0 and "3 versions verified" in out
+
+
+def test_an_archive_of_swapped_notes_is_refused(capsys, imported, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    swap_notes(2, 3)  # by the server, before the export: the archive's own seal holds over it
+    archive = tmp_path / "a.json"
+    assert run(capsys, "export", "--archive", str(archive))[0] == 0
+    code, _, err = run(capsys, "verify", "--archive", str(archive))
+    assert code == EXIT_ERROR and "tampering" in err and "version 2" in err

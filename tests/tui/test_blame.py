@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Mode
+from memframe.service import MemoryService
 from memframe.tui.dialogs.confirm import ConfirmAction
 from memframe.tui.dialogs.revert_conflict import RevertConflict
 from memframe.tui.screens.blame import BlameScreen
@@ -96,6 +97,41 @@ def test_a_captures_line_shows_the_persons_message_and_its_receipts(stage: Stage
         await settle(pilot)
         receipts = str(screen.query_one("#blame-why", Static).render())
         assert "Receipts of conversation c-tea" in receipts and "used revision 1" in receipts
+
+    drive(stage.app(), script)
+
+
+def test_imported_lines_show_the_file_they_came_from(stage: Stage) -> None:
+    stage.other.save(ONE, 0)
+    stage.clock.now += 60
+    stage.other.save(TWO, 1, source="CLAUDE.md")
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_blame(pilot)
+        assert screen.outcome is not None
+        assert [b.source for b in screen.outcome.lines] == [None, None, "CLAUDE.md"]
+        table = screen.query_one(DataTable)
+        assert str(table.get_row_at(2)[1]) == "from CLAUDE.md" and "local" in str(table.get_row_at(0)[1])
+        await press(pilot, "down", "down")
+        why = str(screen.query_one("#blame-why", Static).render())
+        assert "Version 2 · save by local, imported from CLAUDE.md" in why
+
+    drive(stage.app(), script)
+
+
+def test_a_tampered_source_note_is_never_shown(stage: Stage, tui_service: MemoryService) -> None:
+    stage.other.save(ONE, 0)
+    stage.other.save(TWO, 1, source="CLAUDE.md")
+    with tui_service.db.write() as conn:  # the server moves the note onto version 1
+        conn.execute("UPDATE file_versions SET source_note = (SELECT source_note FROM file_versions WHERE version = 2)"
+                     " WHERE version = 1")  # fmt: skip
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_blame(pilot)
+        assert screen.outcome is not None and screen.outcome.error is not None and not screen.outcome.lines
+        title = str(screen.query_one("#blame-title", Static).render())
+        assert "tampering" in title and "CLAUDE.md" not in title
+        assert screen.query_one(DataTable).row_count == 0
 
     drive(stage.app(), script)
 

@@ -20,11 +20,13 @@ TURN = TurnResult(
     [CallRecord(0, RecallStatus.PROVIDED, 1), CallRecord(1, RecallStatus.PENDING, None)],
     [ToolOutcome("remember_in_memory", "remembered", "Remembered (memory version 2).", 2)],
 )
+IMPORTED = VersionInfo(4, 1_798_000_001.0, Author.PERSON, "alice", Operation.SAVE, 9, "cd" * 32, None, b"\x00note")
 PROPOSAL = ProposalRecord("prop_1", "ws", "adm_1", 2, 0, "read_only", b"\x00sealed\xff", "pending", 5.0)
 
 #: (wire model, core record, how the model gives the record back)
 ROUND_TRIPS: list[tuple[type[WireOut], Any, Any]] = [
     (VersionOut, INFO, VersionOut.to_info),
+    (VersionOut, IMPORTED, VersionOut.to_info),
     (PolicyOut, Policy(Mode.AUTO, 4, 2), lambda out: out.to_core(Policy)),
     (AIConsentOut, AIConsent(True, 7), AIConsentOut.to_consent),
     (ReceiptOut, Receipt("adm_1", 1, RecallStatus.STALE, 3, 9.0), ReceiptOut.to_receipt),
@@ -52,6 +54,7 @@ def test_field_names_are_camel_case_on_the_wire() -> None:
         "size",
         "contentHash",
         "restoredFrom",
+        "sourceNote",
     ]
     turn = TurnOut.model_validate(TURN).model_dump(mode="json")
     assert turn["calls"][1] == {"callIndex": 1, "status": "pending", "revision": None}

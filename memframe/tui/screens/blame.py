@@ -47,11 +47,17 @@ class ReceiptsReady(Message):
 
 
 def who_wrote(line: BlameLine) -> str:
-    """The person's user name, or "Assistant" with the conversation; an Undo names what it restored."""
-    who = line.who if line.author is Author.PERSON else f"Assistant {line.who}".rstrip()
+    """The person's user name ("imported from NAME" for a file they imported), or "Assistant" with the
+    conversation; an Undo names what it restored."""
+    who = line.imported_from or line.who if line.author is Author.PERSON else f"Assistant {line.who}".rstrip()
     if line.operation is Operation.UNDO and line.restored_from is not None:
         who += f" (undo of {line.restored_from})"
     return who
+
+
+def _who_cell(line: BlameLine) -> str:
+    """`who_wrote` as the narrow Who column shows it: an import by its file's name."""
+    return who_wrote(line) if line.source is None else f"from {line.source}"
 
 
 class BlameScreen(Screen[int | None]):
@@ -108,7 +114,7 @@ class BlameScreen(Screen[int | None]):
         )
         for n, line in enumerate(outcome.lines):
             self.table.add_row(
-                str(line.version), elide(who_wrote(line), 20), ago(now - line.time),
+                str(line.version), elide(_who_cell(line), 20), ago(now - line.time),
                 Text(line.text.rstrip("\r\n"), no_wrap=True, overflow="ellipsis"), key=str(n),
             )  # fmt: skip
         if not outcome.lines:
@@ -128,9 +134,9 @@ class BlameScreen(Screen[int | None]):
     def _why(self, line: BlameLine) -> Text:
         """Which version wrote the line and when; for a capture, the person's message that led to it."""
         assert self.outcome is not None
+        by = who_wrote(line) if line.source is None else f"{line.who}, imported from {line.source}"
         out = Text.assemble(
-            (f"Version {line.version}", "bold"), f" · {line.operation.value} by {who_wrote(line)} · ",
-            when(line.time, self.clock()),
+            (f"Version {line.version}", "bold"), f" · {line.operation.value} by {by} · ", when(line.time, self.clock()),
         )  # fmt: skip
         capture = self.outcome.captures.get(line.version)
         if line.author is Author.ASSISTANT and capture is not None:
