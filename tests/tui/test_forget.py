@@ -14,9 +14,10 @@ from memframe.backend.local import LocalBackend
 from memframe.core.errors import KeyRotated
 from memframe.sealing import keyfiles
 from memframe.service import MemoryService
+from memframe.service.accounts import LOCAL_USER
 from memframe.tui.dialogs.forget import ForgetDialog
 from memframe.tui.screens.changes import ChangesScreen
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, World
 from tests.tui.conftest import WORKSPACE, drive
 from tests.tui.scenarios import Outage, Stage, append, as_user, main_screen, open_changes, press, settle, wait_until
 
@@ -272,3 +273,42 @@ def test_a_revision_that_forgets_nothing_says_so(keyed: Stage) -> None:
 
     drive(app, script)
     assert keyed.other.forgotten_line() is None
+
+
+@pytest.mark.server
+def test_forget_over_http_keeps_the_key_and_receipt_under_the_servers_scope(
+    service: MemoryService, clock: FakeClock, memframe_home: Any
+) -> None:
+    """Against a server the key file is filed under the server's identity: the frame finds it there."""
+    remote_kinds = pytest.importorskip("tests.support.remote_kinds")
+    from memframe import paths
+
+    key = sealing.new_key()
+    world = World(kind="remote-uvicorn", service=service, workspace_id="ws", key=key, user=LOCAL_USER,
+                  make=remote_kinds.REMOTE_MAKERS["remote-uvicorn"])  # fmt: skip
+    try:
+        frame, other = world.client(), world.client()
+        keyfiles.write_key(key, "ws", remote_url=frame.location)
+        for version in range(4):
+            other.save(f"- line {version}\n", version)
+        other.prove_key()  # the owner writes the key check, as `memframe init` does locally
+        app = Stage(Outage(frame), other, clock).app()
+
+        async def script(pilot: Pilot[Any]) -> None:
+            await open_forget(pilot, 1)  # revision 3
+            assert "Versions 1–2 of the memory are destroyed" in words(pilot)
+            dialog = await confirm(pilot)
+            assert dialog.phase == "done", dialog.query_one("#forget-note", Static).content
+            await press(pilot, "escape")
+            await settle(pilot)
+            changes = pilot.app.screen
+            assert isinstance(changes, ChangesScreen) and sorted(changes.rows) == [3, 4]
+
+        drive(app, script)
+        scope = paths.key_scope(frame.location)
+        assert keyfiles.load_key("ws", remote_url=frame.location) != key
+        assert len(list((memframe_home / "receipts" / scope).iterdir())) == 1
+        with pytest.raises(KeyRotated):
+            other.load()
+    finally:
+        world.close()
