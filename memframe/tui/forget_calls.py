@@ -28,6 +28,8 @@ class Preview:
     goes: WhatGoes | None
     needs_passphrase: bool = False
     error: MemframeError | None = None
+    #: A rotation a crash cut short had landed: this key file now holds its key (the frame's is old).
+    landed: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,13 @@ def preview(backend: Backend, forget_before: int | None) -> Preview:
 
     try:
         sealed = _sealed(backend)
+        url = forgetting.key_url(sealed)
+        ask = forgetting.needs_passphrase(backend.workspace_id, url)
+        # A rotation cut short is finished first, as the CLI does (a wrapped one once the passphrase is typed).
+        if not ask and (landed := forgetting.finish_pending(sealed, url, prompt=None)) is not None:
+            return Preview(None, landed=landed)
         goes = forgetting.what_goes(sealed, forget_before, conversations=False, count=True)
-        return Preview(goes, forgetting.needs_passphrase(backend.workspace_id, forgetting.key_url(sealed)))
+        return Preview(goes, ask)
     except Exception as exc:
         return Preview(None, error=as_error(exc))
 

@@ -11,7 +11,7 @@ from textual.widgets import Input, Static, Switch
 
 from memframe import sealing
 from memframe.backend.local import LocalBackend
-from memframe.core.errors import KeyRotated
+from memframe.core.errors import KeyRotated, Unavailable
 from memframe.sealing import keyfiles
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -312,3 +312,74 @@ def test_forget_over_http_keeps_the_key_and_receipt_under_the_servers_scope(
             other.load()
     finally:
         world.close()
+
+
+def test_a_rotation_a_crash_cut_short_is_finished_first(keyed: Stage) -> None:
+    """The swap landed and the key file was never renamed: the frame makes the pending key the key."""
+    old = keyfiles.load_key(WORKSPACE)
+    new = sealing.new_key()
+    keyfiles.write_pending_key(new, WORKSPACE, passphrase=None)
+    keyed.other.rotate_key(new, who="ada")  # type: ignore[attr-defined]
+    app = keyed.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await press(pilot, "ctrl+g", "k")
+        await settle(pilot)
+        dialog = dialog_of(pilot)
+        assert dialog.phase == "done" and "An earlier rotation had landed" in str(
+            dialog.query_one("#forget-title", Static).content
+        )
+        assert "Quit and open the frame again to use it" in words(pilot)
+        await press(pilot, "escape")
+        assert isinstance(pilot.app.screen, ChangesScreen)
+
+    drive(app, script)
+    assert keyfiles.load_key(WORKSPACE) == new != old and not keyfiles.pending_key_file(WORKSPACE).exists()
+
+
+def test_a_reply_lost_after_the_swap_is_found_out_and_finished(keyed: Stage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unreachable after the server swapped: the pending key is kept, and reading what goes again finds it landed."""
+    store = keyed.frame._backend.store  # type: ignore[attr-defined]
+    swap = store.rotate_key
+
+    def lost_reply(plan: Any) -> Any:
+        swap(plan)
+        raise Unavailable("The memory service cannot be reached (offline).")
+
+    monkeypatch.setattr(store, "rotate_key", lost_reply)
+    old = keyfiles.load_key(WORKSPACE)
+    app = keyed.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await open_forget(pilot, 2)
+        dialog = await confirm(pilot)
+        assert dialog.phase == "done" and "An earlier rotation had landed" in str(
+            dialog.query_one("#forget-title", Static).content
+        )
+
+    drive(app, script)
+    new = keyfiles.load_key(WORKSPACE)
+    assert new != old and not keyfiles.pending_key_file(WORKSPACE).exists()
+    assert LocalBackend(keyed.other.store.service, WORKSPACE, new).forgotten_line() is not None  # type: ignore[attr-defined]
+
+
+def test_a_reply_lost_before_the_swap_keeps_the_key_and_says_why(keyed: Stage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unreachable before the server took it: nothing changed; the note says the next try finds out."""
+    store = keyed.frame._backend.store  # type: ignore[attr-defined]
+
+    def unreachable(plan: Any) -> Any:
+        raise Unavailable("The memory service cannot be reached (offline).")
+
+    monkeypatch.setattr(store, "rotate_key", unreachable)
+    old = keyfiles.load_key(WORKSPACE)
+    app = keyed.app()
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await open_forget(pilot, 2)
+        dialog = await confirm(pilot)
+        assert dialog.phase == "asking"  # the pending key the server never took was dropped on reading again
+        assert "If the server took the rotation" in str(dialog.query_one("#forget-note", Static).content)
+
+    drive(app, script)
+    assert keyfiles.load_key(WORKSPACE) == old and not keyfiles.pending_key_file(WORKSPACE).exists()
+    assert keyed.other.forgotten_line() is None

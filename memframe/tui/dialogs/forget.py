@@ -26,6 +26,8 @@ from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.revision_search import RevisionSearch
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from textual.app import App
 
     from memframe.backend.base import Backend
@@ -103,11 +105,12 @@ class ForgetDialog(ModalScreen[bool]):
 
     def on_forget_previewed(self, message: ForgetPreviewed) -> None:
         self.preview = found = message.preview
+        if found.landed is not None:
+            self._landed(found.landed)
+            return
         if found.goes is None:
-            self.phase = "done"
-            self._say(f"Nothing can be done: {found.error}")
-            self.query_one("#go", Button).display = False
-            self.query_one("#cancel", Button).label = "Close"
+            title = str(self.query_one("#forget-title", Static).content)
+            self._done(title, f"Nothing can be done: {found.error}", keep_note=True)
             return
         self.phase = "asking"
         self.query_one("#forget-switch").display = self.forget_before is not None
@@ -192,27 +195,36 @@ class ForgetDialog(ModalScreen[bool]):
             error = str(outcome.error)
             note = error if "nothing was changed" in error.lower() else f"Nothing was changed: {error}"
             if isinstance(outcome.error, Unavailable):  # it may have landed: the pending key is kept
-                note = (f"{error} The rotation may have reached the server: its new key is kept beside the "
-                        "key file, and the next try finishes it or drops it.")  # fmt: skip
+                note = (f"{error} If the server took the rotation before the connection failed, its new "
+                        "key is kept beside the key file and is found on reading again; if not, nothing was "
+                        "changed.")  # fmt: skip
             self._note(note)
             self._read()
             return
+        if outcome.done is not None:
+            self._done(f"Done — the receipt, kept at {outcome.done.kept_at}", outcome.done.receipt)
+        else:
+            self._landed(outcome.landed)
+
+    def _landed(self, key_file: Path | None) -> None:
+        self.tried = False  # this frame's key is the old one: Changes would read nothing with it
+        self._done("An earlier rotation had landed", f"A rotation cut short earlier had reached the server; "
+                   f"{key_file} now holds its key. Quit and open the frame again to use it; nothing else was "
+                   "changed.")  # fmt: skip
+
+    def _done(self, title: str, text: str, *, keep_note: bool = False) -> None:
+        """The end: the receipt (or why nothing can be done) and one Close button; `keep_note`: the
+        note says why the last try changed nothing, and stays."""
         self.phase = "done"
-        self._note("")
-        for selector in ("#forget-switch", "#forget-boundary", "#passphrase"):
+        if not keep_note:
+            self._note("")
+        for selector in ("#forget-switch", "#forget-boundary", "#passphrase", "#go"):
             self.query_one(selector).display = False
-        self.query_one("#go", Button).display = False
         close = self.query_one("#cancel", Button)
         close.label = "Close"
         close.focus()
-        title = self.query_one("#forget-title", Static)
-        if outcome.done is not None:
-            title.update(f"Done — the receipt, kept at {outcome.done.kept_at}")
-            self._say(outcome.done.receipt)
-        else:
-            title.update("An earlier rotation had landed")
-            self._say(f"A rotation cut short earlier had reached the server; {outcome.landed} now holds its key. "
-                      "Quit and open the frame again to use it; nothing else was changed.")  # fmt: skip
+        self.query_one("#forget-title", Static).update(title)
+        self._say(text)
 
     def action_close(self) -> None:
         if self.phase == "running":
