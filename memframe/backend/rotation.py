@@ -172,6 +172,7 @@ class Rotating:
         forget_before: int | None = None,
         conversations: bool = False,
         after_each: Callable[[str, int], None] | None = None,
+        now: float | None = None,
     ) -> Destroyed:
         """Rotate the workspace key (`memframe.backend.rotation`), then use the new one: the key
         session under the old key is gone (the server revoked it) and what was seen is re-noted."""
@@ -185,6 +186,7 @@ class Rotating:
             forget_before=forget_before,
             conversations=conversations,
             after_each=after_each,
+            now=now,
         )
         self._key = new_key
         self._heads.clear()
@@ -204,20 +206,22 @@ def rotate(
     forget_before: int | None = None,
     conversations: bool = False,
     after_each: Callable[[str, int], None] | None = None,
+    now: float | None = None,
 ) -> tuple[Destroyed, RotationRecord]:
     """Re-seal everything that stays under `new_key` and have the server swap it in.
 
     With `forget_before` N, versions 1..N-1 of the memory are left out (the server deletes them)
     and version N starts its chain afresh; with `conversations`, every transcript message and
-    proposal goes too. The caller keeps `new_key` (pending) before calling this: from the swap on,
-    only the new key opens the workspace."""
+    proposal goes too; `now` is when the forgetting is recorded (default the time). The caller keeps
+    `new_key` (pending) before calling this (`memframe.backend.forgetting`): from the swap on, only
+    the new key opens the workspace."""
     workspace = store.workspace_id
     records = store.sealed_records()
     if records.key_check != sealing.key_check(old_key, workspace):
         raise rotated(records.rotation)
     previous = read_record(old_key, workspace, records.rotation)
     forgotten = dict(previous.forgotten) if previous else {}
-    now = time.time()
+    now = time.time() if now is None else now
     heads: dict[str, int] = {}
     versions: list[tuple[str, int, bytes | None]] = []
     new_heads: dict[str, tuple[int, str]] = {}

@@ -11,18 +11,21 @@ Layout, so the folder reads as the architecture:
     calls.py        backend calls as run on worker threads, each returning an outcome (no Textual)
     assistant_calls.py  sends, AI switch and proposal previews as run on worker threads (no Textual)
     blame_calls.py  blame, revert and a conversation's receipts as run on worker threads (no Textual)
+    forget_calls.py forgetting and key rotation (backend.forgetting) as run on worker threads (no Textual)
     conversation.py this session's conversation and how receipts and tool outcomes are worded (no Textual)
     messages.py     the messages that carry worker outcomes back to the UI
     text.py         diffs, sizes, times and locations as people read them (no Textual)
     keys.py         every key of the frame, read from the BINDINGS: the help screen's and the README's table
-    screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, search, Undo),
+    screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, search, Undo,
+                    forgetting),
                     assistant.py (the Assistant pane), proposals.py (Apply or Dismiss), mode.py (the switcher),
                     help.py (F1), blame.py (b in Changes: each line's version, who and when), budget.py
                     (ctrl+b: bytes per top-level heading)
     widgets/        editor.py (the Markdown editor with its preview), status.py (status bar, size meter),
                     footer.py (Help and Quit first, so they fit 80 columns)
     dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views (revert_conflict.py too),
-                    "are you sure?" (confirm.py), and the warning before a Save over the bound (over_bound.py)
+                    "are you sure?" (confirm.py), the warning before a Save over the bound (over_bound.py), and
+                    forget.py (f and k in Changes: what goes, asked first; a rotation on a worker; its receipt)
     memframe.tcss   the frame's styles
 
 Side screens talk to the main screen only by message (`ProposalsScreen.Apply`,

@@ -64,6 +64,7 @@ def screens() -> list[tuple[str, list[BindingType]]]:
     """Every screen and dialog of the frame with its bindings, in the order a person meets them."""
     from memframe.tui.dialogs import ClearConflict, ConfirmClear, ConflictScreen, SaveDiscardCancel
     from memframe.tui.dialogs.confirm import ConfirmAction
+    from memframe.tui.dialogs.forget import ForgetDialog
     from memframe.tui.dialogs.revert_conflict import RevertConflict
     from memframe.tui.screens.assistant import AssistantScreen
     from memframe.tui.screens.blame import BlameScreen
@@ -96,6 +97,7 @@ def screens() -> list[tuple[str, list[BindingType]]]:
         ("Clear", list(ConfirmClear.BINDINGS)),
         ("Clear conflict", list(ClearConflict.BINDINGS)),
         ("Are you sure?", list(ConfirmAction.BINDINGS)),
+        ("Forget / rotate the key", list(ForgetDialog.BINDINGS)),
         ("Help", list(HELP_BINDINGS)),
     ]
 

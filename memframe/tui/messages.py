@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the outcomes' modules load with the screens that use them, 
     from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
     from memframe.tui.calls import HeadOutcome, HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
     from memframe.tui.conversation import Exchange
+    from memframe.tui.forget_calls import Outcome, Preview
     from memframe.tui.state import WriteOutcome
 
 
@@ -102,6 +103,22 @@ class ProposalDismissed(Reply):
         super().__init__(ticket)
         self.proposal_id = proposal_id
         self.error = error
+
+
+class ForgetPreviewed(Reply):
+    """What a key rotation (or forgetting) would destroy now, read for its dialog."""
+
+    def __init__(self, ticket: int, preview: Preview) -> None:
+        super().__init__(ticket)
+        self.preview = preview
+
+
+class ForgetFinished(Reply):
+    """A key rotation (or forgetting) came back: its receipt, or why nothing changed."""
+
+    def __init__(self, ticket: int, outcome: Outcome) -> None:
+        super().__init__(ticket)
+        self.outcome = outcome
 
 
 class Tickets:

@@ -116,6 +116,8 @@ class DocumentState:
         #: The last Save of this draft failed for a reason other than a conflict (offline, a refused
         #: token), so the draft may have nowhere to go but a file (`flows.draft_to_file`).
         self.save_failed = False
+        #: A key rotation (Changes: forget, rotate) is running: the poll waits, and Quit waits for its receipt.
+        self.rotating = False
         #: A newer version the head poll saw on the server while the editor held a draft (or was busy).
         self.newer: int | None = None
         #: The head poll could not reach the server last time (said once, not on every tick).
@@ -149,8 +151,8 @@ class DocumentState:
 
     @property
     def in_flight(self) -> bool:
-        """A write is underway: asked for here, or already inside the backend."""
-        return self.writing is not None or self.save_state.in_flight
+        """A write is underway: asked for here, or already inside the backend, or a key rotation."""
+        return self.writing is not None or self.save_state.in_flight or self.rotating
 
     @property
     def acknowledged_version(self) -> int | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -17,6 +18,9 @@ from rich.text import Text
 from memframe.core.diffs import unified_diff
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Operation, VersionInfo
 from memframe.settings import current as current_settings
+
+if TYPE_CHECKING:
+    from memframe.tui.calls import RevisionDiff
 
 OVERSIZED_EXPLANATION = (
     f"Memory over {MEMORY_RECALL_MAX_BYTES:,} bytes is kept intact, but it is not given to the Assistant, "
@@ -128,3 +132,22 @@ def operation(info: VersionInfo) -> str:
     if info.operation is Operation.UNDO and info.restored_from is not None:
         return f"undo → {info.restored_from}"
     return info.operation.value
+
+
+def revision_title(
+    diff: RevisionDiff, info: VersionInfo | None, opened: bool, contains: str | None, view_key: str, against_key: str
+) -> str:
+    """The title over a revision's diff in Changes: what it was, by whom, and what the two keys switch to.
+    `opened`: the revision Changes was opened at (an answer's receipt); `contains`: the search's query."""
+    title = f"Revision {diff.version}"
+    if info is not None:
+        title += f" · {operation(info)} by {who(info)} · {human_size(info.size)}"
+    if opened:
+        title += " · the revision that answer used"
+    if contains:
+        title += f" · contains “{contains}”"
+    if diff.against == "text":
+        return title + f"\nIts whole text   ({view_key}: its diff)"
+    title += f"\n{diff.old_label} → {diff.new_label}   ({against_key}: compare with the "
+    title += "current text" if diff.against == "previous" else "previous revision"
+    return title + f"; {view_key}: its whole text)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -401,6 +402,43 @@ async def _budget(pilot: Pilot[Any], stage: Stage) -> None:
     await press(pilot, "ctrl+b")
 
 
+def _seed_forget(stage: Stage) -> None:
+    _seed_history(stage)
+    stage.other.set_ai(True)
+    stage.other.send("c-seed", "remember: - Ben prefers tea.")  # Read only: a proposal, and the transcript
+
+
+@contextlib.contextmanager
+def as_user(name: str) -> Iterator[None]:
+    """This machine's user, as a forgetting records it (getpass reads $LOGNAME first)."""
+    old = os.environ.get("LOGNAME")
+    os.environ["LOGNAME"] = name
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("LOGNAME", None)
+        else:
+            os.environ["LOGNAME"] = old
+
+
+async def _forget(pilot: Pilot[Any], stage: Stage) -> None:
+    await settle(pilot)
+    await press(pilot, "ctrl+g", "down")  # revision 3
+    await settle(pilot)
+    await press(pilot, "f")
+    await settle(pilot)
+
+
+async def _forgotten(pilot: Pilot[Any], stage: Stage) -> None:
+    await _forget(pilot, stage)
+    with as_user("ada"):
+        await press(pilot, "y")
+        await wait_until(pilot, lambda: getattr(pilot.app.screen, "phase", "") == "done", "the receipt")
+    await press(pilot, "escape")
+    await settle(pilot)
+
+
 SCENARIOS = [
     Scenario("empty", "A new workspace: nothing saved yet", lambda stage: None, _open),
     Scenario("editing", "Editing, with unsaved changes", _seed_sample, _edit),
@@ -423,8 +461,11 @@ SCENARIOS = [
     Scenario("search", "Changes: searching the text of every revision", _seed_history, _search),
     Scenario("blame", "Blame: each line with its version, who and when", _seed_blame, _blame),
     Scenario("budget", "The budget: bytes per top-level heading", _seed_sections, _budget),
+    Scenario("forget", "Forget the history before a revision: what goes, asked first", _seed_forget, _forget),
+    Scenario("forgotten", "Changes after forgetting: the history starts at N, and says why", _seed_forget,
+             _forgotten),
 ]  # fmt: skip
 #: The states pinned (and pictured) at 80×24 and 60×20 too: every screen and the dialogs that carry text.
 SMALL = ["editing", "conflict", "save_discard_cancel", "clear_conflict", "changes", "assistant", "proposals",
-         "proposal_conflict", "mode_conflict", "help", "blame", "budget"]  # fmt: skip
+         "proposal_conflict", "mode_conflict", "help", "blame", "budget", "forget", "forgotten"]  # fmt: skip
 BY_NAME = {s.name: s for s in SCENARIOS}

@@ -7,7 +7,9 @@ the request and the main screen runs it with a Save's draft and conflict handlin
 revision (a receipt), or asked for one (g), it fetches pages until that revision is listed. Home and
 End go to the newest and oldest; Downs past the last listed row are owed and paid when the next page
 arrives; `/` searches every revision's text, decrypted here (`widgets.revision_search`); `v` shows a
-whole text; `b` blames a revision line by line (`screens.blame`). The list is `widgets.revision_table`.
+whole text; `b` blames a revision line by line (`screens.blame`); `f` forgets the history before a
+revision and `k` rotates the key, then the list is read afresh (`dialogs.forget`). The list is
+`widgets.revision_table`.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ from textual.widgets import DataTable, Input, Static
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
 from memframe.tui import calls
+from memframe.tui.dialogs.forget import ForgetKeys
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
 from memframe.tui.revert_flow import RevertRequest
 from memframe.tui.state import DocumentState
-from memframe.tui.text import diff_text, human_size, operation, who
+from memframe.tui.text import diff_text, revision_title
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.revision_search import RevisionSearch, SearchProgress, search_job
 from memframe.tui.widgets.revision_table import RevisionTable
@@ -43,7 +46,7 @@ SEEK_PAGE_SIZE = 1000
 PREFETCH_ROWS = 5
 
 
-class ChangesScreen(Screen["int | RevertRequest | None"]):
+class ChangesScreen(ForgetKeys, Screen["int | RevertRequest | None"]):
     """Dismisses with a revision to restore (Undo), a version whose change to revert, or None."""
 
     HELP_NAME = "Changes"
@@ -61,6 +64,10 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         Binding("v", "toggle_view", "Text", tooltip="Show the revision's whole text, or its diff",
                 id="memframe.changes.view"),
         Binding("g", "goto", "Go to", tooltip="Go to a version by its number", id="memframe.changes.goto"),
+        Binding("f", "forget", "Forget before", tooltip="Forget the history before this revision: destroy the "
+                "older versions by rotating the key (asks first, names what goes)", id="memframe.changes.forget"),
+        Binding("k", "rotate_key", "Rotate key", tooltip="Rotate the workspace key: everything re-sealed under a "
+                "new one made here (asks first)", show=False, id="memframe.changes.rotate"),
         Binding("slash", "search", "Search", tooltip="Search the text of every revision (decrypted here)",
                 id="memframe.changes.search"),
         Binding("n", "next_match", "Next match", tooltip="The next (older) revision the search found", show=False,
@@ -80,23 +87,25 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         self.state = state
         self.clock = clock
         self.page_size = page_size
-        self.texts = calls.RevisionTexts(backend)
-        self.rows: dict[int, VersionInfo] = {}
-        self.oldest: int | None = None
-        self.complete = False
-        self.forgotten = ""  # "versions 1–(N−1) were forgotten …", once the oldest page says so
-        self.fetching = False
         self.against = "previous"
         #: "diff" (against `against`) or "text" (the revision's whole text).
         self.view = "diff"
-        #: The newest version, once the first page is in: the history's length (versions count 1, 2, …).
-        self.total: int | None = None
-        #: Rows the person moved down past the last listed one, paid when the next page arrives.
-        self.owed = 0
         #: What the input box is for while shown: "goto" or "search".
         self.asking: str | None = None
         self.search = RevisionSearch()
         self.pages, self.diffs, self.searches = Tickets(), Tickets(), Tickets()
+        self._fresh()
+
+    def _fresh(self) -> None:  # nothing listed yet: before the first page, or after a key rotation
+        self.texts = calls.RevisionTexts(self.backend)
+        self.rows: dict[int, VersionInfo] = {}
+        self.oldest: int | None = None
+        self.complete = self.fetching = False
+        self.forgotten = ""  # "versions 1–(N−1) were forgotten …", once the oldest page says so
+        #: The newest version, once the first page is in: the history's length (versions count 1, 2, …).
+        self.total: int | None = None
+        #: Rows the person moved down past the last listed one, paid when the next page arrives.
+        self.owed = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="changes-title")
@@ -123,7 +132,8 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         if self.total is None:
             text = "Changes — reading the history…" if not self.complete else "Changes — no revisions yet"
         else:
-            total = f"{self.total:,} revision{'s' if self.total != 1 else ''}"
+            count = len(self.rows) if self.complete else self.total  # fewer once older versions were forgotten
+            total = f"{count:,} revision{'s' if count != 1 else ''}"
             listed = "" if self.complete else f" ({len(self.rows):,} listed; more load as you go)"
             text = f"Changes — {total}{listed}"
         text += f" · {self.forgotten}" if self.forgotten else ""
@@ -151,6 +161,8 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
             self._request_page()
 
     def on_page_loaded(self, message: PageLoaded) -> None:
+        if not self.pages.latest(message.ticket):
+            return  # a page of the history as it was before `reload`
         self.fetching = False
         page = message.page
         if page.error is not None:
@@ -236,21 +248,9 @@ class ChangesScreen(Screen["int | RevertRequest | None"]):
         if not self.diffs.latest(message.ticket):
             return  # the person has moved on to another revision
         diff = message.diff
-        info = self.rows.get(diff.version)
-        title = f"Revision {diff.version}"
-        if info is not None:
-            title += f" · {operation(info)} by {who(info)} · {human_size(info.size)}"
-        if diff.version == self.opened_at:
-            title += " · the revision that answer used"
-        if diff.version in self.search.matches and self.search.query:
-            title += f" · contains “{self.search.query}”"
-        view, against = key_of(self.app, "changes.view"), key_of(self.app, "changes.against")
-        if diff.against == "text":
-            title += f"\nIts whole text   ({view}: its diff)"
-        else:
-            title += f"\n{diff.old_label} → {diff.new_label}   ({against}: compare with the "
-            title += "current text" if diff.against == "previous" else "previous revision"
-            title += f"; {view}: its whole text)"
+        contains = self.search.query if diff.version in self.search.matches else None
+        keys = key_of(self.app, "changes.view"), key_of(self.app, "changes.against")
+        title = revision_title(diff, self.rows.get(diff.version), diff.version == self.opened_at, contains, *keys)
         self.query_one("#diff-title", Static).update(title)
         body = self.query_one("#diff", Static)
         if diff.error is not None or message.rendered is None:

@@ -374,4 +374,7 @@ class MemoryScreen(Screen[None]):
 
     def request_leave(self) -> None:
         """Quit, as the person asked: after any flow in progress, and only once the draft is settled."""
+        if self.state.rotating:  # a rotation's worker must finish: its new key becomes the key only then
+            self.notify("A key rotation is running: quit once its receipt is shown.", severity="warning")
+            return
         self.run_flow("quitting", lambda: flows.leave(self))
