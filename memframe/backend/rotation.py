@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memframe import sealing
 from memframe.backend.base import MemoryStore
@@ -21,8 +22,10 @@ from memframe.backend.heads import SeenHeads
 from memframe.backend.verify import verify_chains
 from memframe.core.errors import DecryptionFailed, InvalidInput, KeyRotated, MemframeError, RolledBack, WrongKey
 from memframe.core.paths import proposal_path
-from memframe.core.rotation import Destroyed, Rotation, RotationPlan
 from memframe.core.types import MEMORY_PATH, StoredVersion
+
+if TYPE_CHECKING:  # a rotation's records load with the first rotation, not with every backend
+    from memframe.core.rotation import Destroyed, Rotation
 
 _FORMAT = "memframe-rotation/1"
 #: Versions read in one request while re-sealing.
@@ -210,6 +213,8 @@ def rotate(
     and version N starts its chain afresh; with `conversations`, every transcript message and
     proposal goes too. The caller keeps `new_key` (pending) before calling this: from the swap on,
     only the new key opens the workspace."""
+    from memframe.core.rotation import RotationPlan
+
     workspace = store.workspace_id
     records = store.sealed_records()
     if records.key_check != sealing.key_check(old_key, workspace):

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput
-from memframe.core.namespace import refuse_lookalike
-from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -33,7 +31,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files, key_checks, rotation
+from memframe.service import files, key_checks
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -42,6 +40,7 @@ from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write
 if TYPE_CHECKING:
     import sqlite3
 
+    from memframe.core.rotation import Destroyed, Rotation, RotationPlan, SealedRecords
     from memframe.service.assistant import AssistantService
 
 
@@ -163,6 +162,8 @@ class MemoryService:
             require_member(conn, user, workspace_id)
             version = files.check_base(conn, workspace_id, path, base_version, revive=revive)
             if version == 1:  # a new path may not look like another one; existing odd paths stay usable
+                from memframe.core.namespace import refuse_lookalike  # new paths only: not on a frame's start
+
                 refuse_lookalike(path, combining_marks=False)
             if restored_from is not None:
                 files.check_restorable(conn, workspace_id, path, restored_from)
@@ -211,22 +212,29 @@ class MemoryService:
             return key_checks.reset(conn, workspace_id)
 
     # --- key rotation (forgetting) ------------------------------------------------------------
+    # `memframe.service.rotation` (and its records) load on first use: no frame or `history` start needs them.
 
     def sealed_records(self, user: str, workspace_id: str) -> SealedRecords:
         """What a rotation re-seals besides file versions (`memframe.service.rotation`)."""
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
+            from memframe.service import rotation
+
             return rotation.sealed_records(conn, workspace_id)
 
     def latest_rotation(self, user: str, workspace_id: str) -> Rotation | None:
         """The newest rotation of the workspace's key (when, by whom, its sealed record), if any."""
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
+            from memframe.service import rotation
+
             return rotation.latest_rotation(conn, workspace_id)
 
     def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan) -> Destroyed:
         """Swap in a rotation in one transaction (`rotation.rotate`), forget the revoked sessions'
         keys, then take the old bytes off the disk (`Database.scrub`)."""
+        from memframe.service import rotation
+
         live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
         with self.db.destroying(), self.db.write() as conn:
             require_member(conn, user, workspace_id)
