@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,54 @@ def test_the_wire_format_loads_no_server_or_client_in_a_fresh_interpreter() -> N
     )
     heavy = ("fastapi", "starlette", "httpx", "sqlite3", "memframe.api", "memframe.service", "memframe.backend")
     assert modules_loaded(every_wire_module, heavy) == []
+
+
+def _private(name: str) -> bool:
+    """A dotted name with a private segment (`_struct`, `textual.widgets._footer`); dunders are public."""
+    return any(part.startswith("_") and not part.endswith("__") for part in name.split("."))
+
+
+def private_imports(path: Path) -> list[str]:
+    """What `path` imports from outside memframe through a private name: a module whose path has a
+    segment starting with `_`, a `_name` taken from another package, or either given to `import_module`."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if _private(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"]
+            found += [name for name in [node.module, *names] if _private(name)][:1]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute):
+            called = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            if called in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                found += [str(node.args[0].value)] if _private(str(node.args[0].value)) else []
+    return [name for name in found if name.split(".")[0] != "memframe"]
+
+
+def test_no_private_module_of_the_standard_library_or_a_dependency_is_imported() -> None:
+    """Issue 28: a private module (`_struct`, `_sqlite3`, `cryptography.hazmat.bindings._rust`,
+    `textual.widgets._footer`) may change or vanish in any release of its owner, so memframe uses
+    public names only; memframe's own private modules are its own business."""
+    found = {str(p.relative_to(ROOT)): names for p in sorted(ROOT.rglob("*.py")) if (names := private_imports(p))}
+    assert found == {}
+
+
+def test_the_private_import_rule_can_fail(tmp_path: Path) -> None:
+    source = tmp_path / "sample.py"
+    source.write_text(
+        "from __future__ import annotations\n"
+        "import _thread\n"
+        "import cryptography.hazmat.bindings._rust as rust\n"
+        "from textual.widgets._footer import FooterKey\n"
+        "from textual.widgets import _footer\n"
+        "from memframe.tui import _own\n"
+        "from textual.widgets import Footer\n"
+        "def later() -> None:\n"
+        "    import _struct\n"
+        "    importlib.import_module('_sqlite3')\n",
+        encoding="utf-8",
+    )
+    assert private_imports(source) == [
+        "_thread", "cryptography.hazmat.bindings._rust", "textual.widgets._footer", "textual.widgets._footer",
+        "_struct", "_sqlite3",
+    ]  # fmt: skip

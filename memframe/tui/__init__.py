@@ -16,6 +16,7 @@ Layout, so the folder reads as the architecture:
     messages.py     the messages that carry worker outcomes back to the UI
     text.py         diffs, sizes, times and locations as people read them (no Textual)
     keys.py         every key of the frame, read from the BINDINGS: the help screen's and the README's table
+    modal.py        Modal, the base of every modal screen: it binds Help, so their footers show it (keymap applied)
     screens/        memory.py (the main screen, host of the flows), changes.py (revisions, diffs, search, Undo,
                     forgetting),
                     assistant.py (the Assistant pane), proposals.py (Apply or Dismiss), mode.py (the switcher),

@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES, Theme
 
@@ -116,12 +116,6 @@ class MemoryFrameApp(App[int]):
         here = [active.binding for active in self.screen.active_bindings.values()]
         name = getattr(self.screen, "HELP_NAME", None) or type(self.screen).__name__
         self.push_screen(HelpScreen(name, rows(here), every_key(self._keymap)))
-
-    def help_binding(self) -> Binding:
-        """The Help binding as the keymap has it (dialogs' footers show it too)."""
-        binding = next(b for b in Binding.make_bindings(self.BINDINGS) if b.id == "memframe.help")
-        keys = self._keymap.get("memframe.help")
-        return binding.with_key(keys.split(",")[0]) if keys else binding
 
     def _remember_theme(self, theme: Theme) -> None:
         """A theme picked in the palette is written to the settings file, so the next frame opens in it."""

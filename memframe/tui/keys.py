@@ -12,17 +12,17 @@ No widgets are made here; the screens' modules are imported only when the whole 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.binding import Binding, BindingType
 from textual.keys import REPLACED_KEYS, Keys, key_to_character
 
 from memframe.tui.keynames import PREFIX, full_keymap, show_keys
+from memframe.tui.modal import HELP
 
 #: The keys that work on every screen (the App's BINDINGS). Help is a priority binding so it works in dialogs.
 APP_BINDINGS: list[BindingType] = [
-    Binding("f1", "help", "Help", tooltip="Every key of this screen and what it does; escape closes it",
-            priority=True, id="memframe.help"),
+    replace(HELP, action="help", priority=True),
     Binding("ctrl+q", "quit", "Quit", tooltip="Quit (asks about an unsaved draft)", priority=True,
             id="memframe.quit"),
 ]  # fmt: skip

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
-from textual.widgets._footer import FooterKey
 
 from memframe import settings
-from memframe.tui.dialogs import ConflictScreen
+from memframe.tui.dialogs import ConflictScreen, SaveDiscardCancel
 from memframe.tui.keys import every_key, markdown_table, meanings
 from memframe.tui.screens.changes import ChangesScreen
 from memframe.tui.screens.help import HelpScreen
@@ -147,6 +146,24 @@ def test_a_keymap_in_the_settings_file_remaps_a_binding_by_its_id(stage: Stage, 
     drive(app, script)
 
 
+def test_a_dialogs_footer_shows_help_on_the_key_the_keymap_gives_it(stage: Stage, memframe_home: Path) -> None:
+    """A dialog's footer lists its own keys, and Help first: F1, or the key `[keymap]` moved Help to."""
+    stage.other.save(TEXT, 0)
+    app = stage.app(settings=frame_settings('[keymap]\nhelp = "f12"\n', memframe_home))
+
+    async def script(pilot: Pilot[Any]) -> None:
+        await append(pilot, "- a draft\n")
+        await press(pilot, "ctrl+q")
+        assert isinstance(app.screen, SaveDiscardCancel)
+        footer = app.screen.query_one(KeyFooter)
+        shown = [(key.key_display, key.description) for key in footer.query("FooterKey")]
+        assert shown[0] == ("f12", "Help") and ("f1", "Help") not in shown, shown
+        await press(pilot, "f12")
+        assert isinstance(app.screen, HelpScreen)
+
+    drive(app, script)
+
+
 def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage: Stage) -> None:
     stage.other.save(TEXT, 0)
     app = stage.app()
@@ -154,13 +171,13 @@ def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage:
     async def script(pilot: Pilot[Any]) -> None:
         await settle(pilot)
         footer = app.screen.query_one(KeyFooter)
-        before = list(footer.query(FooterKey))
+        before = list(footer.query("FooterKey"))
         app.screen.refresh_bindings()  # the same keys: kept as they are
         await settle(pilot)
-        assert list(footer.query(FooterKey)) == before
+        assert list(footer.query("FooterKey")) == before
         app.set_keymap({"memframe.changes": "f8"})  # another key shown: made again, showing it
         await settle(pilot)
-        after = list(footer.query(FooterKey))
+        after = list(footer.query("FooterKey"))
         assert after != before and any(key.key == "f8" for key in after)
 
     drive(app, script)
@@ -183,7 +200,7 @@ def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage:
         async with app.run_test(size=(100, 30)) as pilot:
             footer = app.screen.query_one(KeyFooter)
             painted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            app.call_after_refresh(lambda: painted.done() or painted.set_result(len(footer.query(FooterKey))))
+            app.call_after_refresh(lambda: painted.done() or painted.set_result(len(footer.query("FooterKey"))))
             assert await painted > 0  # the keys are in the first paint
             await settle(pilot)
             counting = Counting()
@@ -194,7 +211,7 @@ def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage:
                 app.set_keymap({"memframe.changes": "f8"})
                 app.screen.refresh_bindings()
             await settle(pilot)
-            assert len(composed) == 1 and any(key.key == "f8" for key in counting.query(FooterKey))
+            assert len(composed) == 1 and any(key.key == "f8" for key in counting.query("FooterKey"))
 
     asyncio.run(main())
 
@@ -293,7 +310,7 @@ def test_at_60_columns_the_footer_leaves_out_what_does_not_fit_whole(stage: Stag
     app = stage.app()
 
     def shown(footer: KeyFooter) -> list[tuple[str, int, int]]:
-        keys = [k for k in footer.query(FooterKey) if k.display and not k.has_class("-command-palette")]
+        keys = [k for k in footer.query("FooterKey") if k.display and not k.has_class("-command-palette")]
         return [(k.description, k.region.x, k.region.right) for k in keys]
 
     async def script(pilot: Pilot[Any]) -> None:
@@ -302,7 +319,7 @@ def test_at_60_columns_the_footer_leaves_out_what_does_not_fit_whole(stage: Stag
         assert wide[:2] == ["Help", "Quit"] and "Proposals" in wide
         await pilot.resize_terminal(60, 20)
         await settle(pilot)
-        palette = next(k for k in footer.query(FooterKey) if k.has_class("-command-palette"))
+        palette = next(k for k in footer.query("FooterKey") if k.has_class("-command-palette"))
         narrow = shown(footer)
         assert [name for name, _, _ in narrow][:2] == ["Help", "Quit"]
         assert len(narrow) < len(wide)

@@ -7,16 +7,16 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.types import MemoryDocument, Policy
 from memframe.tui.keynames import key_of
+from memframe.tui.modal import Modal
 from memframe.tui.text import human_size, when, who
 from memframe.tui.widgets.footer import KeyFooter
 
 
-class ClearConflict(ModalScreen[bool]):
+class ClearConflict(Modal[bool]):
     """Dismisses True for Retry Clear against the newer version, False to keep the newer text."""
 
     HELP_NAME = "Clear conflict"

@@ -7,14 +7,14 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.tui.keynames import key_of
+from memframe.tui.modal import Modal
 from memframe.tui.widgets.footer import KeyFooter
 
 
-class ConfirmAction(ModalScreen[bool]):
+class ConfirmAction(Modal[bool]):
     """Dismisses True only for `y` or the named button; escape (the focused Back button) is False."""
 
     HELP_NAME = "Are you sure?"

@@ -7,16 +7,16 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.wording import CLEAR_BOUNDARY
 from memframe.tui.keynames import key_of
+from memframe.tui.modal import Modal
 from memframe.tui.text import human_size
 from memframe.tui.widgets.footer import KeyFooter
 
 
-class ConfirmClear(ModalScreen[bool]):
+class ConfirmClear(Modal[bool]):
     """Dismisses True only when the person chose Clear; Cancel has the focus."""
 
     HELP_NAME = "Clear"

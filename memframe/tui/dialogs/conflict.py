@@ -14,10 +14,10 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.types import MemoryDocument
+from memframe.tui.modal import Modal
 from memframe.tui.text import diff_text, human_size, when, who
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -36,7 +36,7 @@ def _keys(variant: Variant, edit: str, overwrite: str, discard: str, discard_tip
     ]  # fmt: skip
 
 
-class ConflictScreen(ModalScreen[ConflictChoice]):
+class ConflictScreen(Modal[ConflictChoice]):
     """Dismisses with "edit" (keep editing), "overwrite" (write over the newer version) or "discard"."""
 
     HELP_NAME = "Conflict"

@@ -17,11 +17,11 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static, Switch
 
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import ForgetFinished, ForgetPreviewed, Tickets
+from memframe.tui.modal import Modal
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.revision_search import RevisionSearch
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from memframe.tui.widgets.revision_table import RevisionTable
 
 
-class ForgetDialog(ModalScreen[bool]):
+class ForgetDialog(Modal[bool]):
     """Dismisses True once a rotation was tried (Changes reads its history again), False when cancelled."""
 
     HELP_NAME = "Forget / rotate the key"

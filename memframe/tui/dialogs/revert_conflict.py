@@ -13,11 +13,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.core.revert import Conflict
 from memframe.tui.blame_calls import RevertOutcome
+from memframe.tui.modal import Modal
 from memframe.tui.text import diff_text
 from memframe.tui.widgets.footer import KeyFooter
 
@@ -40,7 +40,7 @@ def conflict_text(conflicts: tuple[Conflict, ...]) -> Text:
     return out
 
 
-class RevertConflict(ModalScreen[RevertChoice]):
+class RevertConflict(Modal[RevertChoice]):
     """Dismisses with "edit" (the partly reverted text becomes the draft) or "keep" (nothing changes)."""
 
     HELP_NAME = "Revert conflict"

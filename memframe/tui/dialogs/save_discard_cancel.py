@@ -12,17 +12,17 @@ from typing import ClassVar, Literal
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from memframe.tui.keynames import key_of
+from memframe.tui.modal import Modal
 from memframe.tui.text import human_size
 from memframe.tui.widgets.footer import KeyFooter
 
 DraftChoice = Literal["save", "discard", "cancel", "file"]
 
 
-class SaveDiscardCancel(ModalScreen[DraftChoice]):
+class SaveDiscardCancel(Modal[DraftChoice]):
     """Dismisses with "save", "discard" or "cancel", or "file" when `offer_file` (a Save has failed):
     the way out for a draft the server will not take."""
 

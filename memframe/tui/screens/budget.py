@@ -14,11 +14,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from memframe.core.sections import sections
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, utf8_size
+from memframe.tui.modal import Modal
 from memframe.tui.text import OVERSIZED_EXPLANATION
 from memframe.tui.widgets.footer import KeyFooter
 from memframe.tui.widgets.status import elide
@@ -49,7 +49,7 @@ def _bar(size: int, width: int = 10) -> Text:
     return Text.assemble(("▰" * filled, style), ("▱" * (width - filled), "dim"))
 
 
-class BudgetScreen(ModalScreen[None]):
+class BudgetScreen(Modal[None]):
     """The draft's bytes per top-level heading; escape closes it."""
 
     HELP_NAME = "Budget"

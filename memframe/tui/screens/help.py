@@ -15,11 +15,11 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from memframe.tui.keynames import PREFIX
 from memframe.tui.keys import HELP_BINDINGS, KeyRow
+from memframe.tui.modal import Modal
 from memframe.tui.widgets.footer import KeyFooter
 
 INTRO = (
@@ -44,7 +44,7 @@ def key_table(key_rows: list[KeyRow]) -> Table:
     return table
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Modal[None]):
     """The keys of `screen_name` (`here`), then the whole frame's (`every`: screen name and its rows)."""
 
     HELP_NAME = "Help"

@@ -16,7 +16,6 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -26,10 +25,11 @@ from memframe.core.types import Mode, Policy
 from memframe.tui import calls
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import ModeSet, Tickets
+from memframe.tui.modal import Modal
 from memframe.tui.widgets.footer import KeyFooter
 
 
-class ModeSwitcher(ModalScreen[Policy | None]):
+class ModeSwitcher(Modal[Policy | None]):
     """Dismisses with the policy now in force if it changed (here or elsewhere), else None."""
 
     HELP_NAME = "Mode"

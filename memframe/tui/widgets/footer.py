@@ -10,8 +10,8 @@ from collections.abc import Hashable
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey  # Textual's own footer item; not exported publicly
 
 from memframe.tui.widgets.status import show
 
@@ -32,23 +32,16 @@ class KeyFooter(Footer):
         # makes the keys again only if what they show differs.
         self._bindings_ready = True
         self._recompose_pending = False
-        self._widths: dict[FooterKey, int] = {}  # each key's width, measured while it was shown
+        self._widths: dict[Widget, int] = {}  # each key's width, measured while it was shown
         self._unmeasured_fits = 0
         self._composed = self._keys_shown() if self._bindings_ready else None
         widgets = list(super().compose())
-        help_binding = getattr(self.app, "help_binding", None)
-        if self._bindings_ready and help_binding and not any(getattr(w, "action", None) in FIRST for w in widgets):
-            # A dialog's footer lists only its own keys; Help (a priority binding) works there too, so say so.
-            binding = help_binding()
-            key = FooterKey(binding.key, self.app.get_key_display(binding), binding.description, "app.help",
-                            tooltip=binding.tooltip)  # fmt: skip
-            widgets.insert(0, key.data_bind(compact=Footer.compact))
         for widget in widgets:
-            if isinstance(widget, FooterKey):
+            if _is_key(widget):
                 _settle_compact(widget, True if widget.has_class("-command-palette") else self.compact)
 
-        def rank(widget: object) -> int:
-            action = getattr(widget, "action", None)  # a FooterKey (not public API) names its action
+        def rank(widget: Widget) -> int:
+            action = getattr(widget, "action", None)
             if action in FIRST:
                 return FIRST.index(action) // 2
             return len(FIRST)
@@ -61,8 +54,9 @@ class KeyFooter(Footer):
 
     def _fit(self) -> None:
         """Show the keys, in order, that fit whole beside the palette key; hide the rest."""
-        keys = [w for w in self.query_children(FooterKey) if not w.has_class("-command-palette")]
-        docked = sum(w.outer_size.width for w in self.query_children(FooterKey) if w not in keys)
+        every_key = [w for w in self.children if _is_key(w)]
+        keys = [w for w in every_key if not w.has_class("-command-palette")]
+        docked = sum(w.outer_size.width for w in every_key if w not in keys)
         room, used = self.size.width - docked, 0
         for key in keys:
             if key.display and key.outer_size.width:  # measured while shown; kept while hidden
@@ -90,7 +84,7 @@ class KeyFooter(Footer):
 
     def _keys_shown(self) -> Hashable:
         """Everything `compose` makes the keys from: each shown binding as displayed, enabled or
-        not, its group, the command palette's key, and the Help key a dialog's footer adds."""
+        not, its group, and the command palette's key."""
         app = self.app
         active = self.screen.active_bindings
         shown = tuple(
@@ -100,23 +94,26 @@ class KeyFooter(Footer):
             if binding.show
         )  # fmt: skip
         palette = active.get(app.COMMAND_PALETTE_BINDING)
-        help_binding = getattr(app, "help_binding", None)
-        helper = help_binding() if help_binding else None
         return (
             shown,
             self.show_command_palette and app.ENABLE_COMMAND_PALETTE,
             None if palette is None else (palette[1].key, app.get_key_display(palette[1]), palette[1].description,
                                           palette[1].tooltip, palette[2]),
-            None if helper is None else (helper.key, app.get_key_display(helper), helper.description, helper.tooltip),
         )  # fmt: skip
 
 
-def _settle_compact(key: FooterKey, compact: bool) -> None:
+def _is_key(widget: Widget) -> bool:
+    """A key Textual's footer made (its FooterKey, which Textual does not export): the widget that
+    runs a binding's action, not a group or its label."""
+    return isinstance(getattr(widget, "action", None), str)
+
+
+def _settle_compact(key: Widget, compact: bool) -> None:
     """Give a key, before it mounts, the `compact` value (and its -compact class) it ends up with.
 
-    A FooterKey starts compact (Textual's default), takes the -compact class and is restyled when it
+    A footer key starts compact (Textual's default), takes the -compact class and is restyled when it
     mounts, then is bound to the footer's `compact` (False) and restyled again without it: two
     restyles of every key before the first paint, for the look it had when made. The palette key is
     not bound and stays compact."""
-    key.set_reactive(FooterKey.compact, compact)
+    key.set_reactive(type(key).compact, compact)  # type: ignore[attr-defined]  # declared by FooterKey
     key.set_class(compact, "-compact", update=False)
