@@ -2,9 +2,9 @@
 
 A team's Saves come in bursts, and FastAPI's work per request (matching through its included
 routers, solving dependencies, validating each parameter in its own layer, a thread held for the
-commit) cost more CPU than the Save itself, which bounded how many Saves a burst could share one
-fsync; `answer_save` takes the same steps in FastAPI's order without that machinery, which keeps
-saves/s over HTTP at 64 clients at twice one fsync per Save (the figures are in bench/results.md).
+commit) cost more CPU than the Save itself, which bounded how many Saves could share one fsync.
+`answer_save` takes the same steps in FastAPI's order without that machinery, for the aim of
+saves/s over HTTP at 64 clients at least twice one fsync per Save (the figures are in bench/results.md).
 
 FastAPI still matches and documents the route from `put_file`'s signature, as any other route
 (`SaveRoute` is FastAPI's documented way to change only how a route handles requests), and the
@@ -133,8 +133,13 @@ async def _decoded_body(request: Request) -> Any:
             return raw
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}
-        raise RequestValidationError([error | {"ctx": {"error": exc.msg}}]) from exc
+        error = {
+            "type": "json_invalid",
+            "loc": ("body", exc.pos),
+            "msg": "JSON decode error",
+            "ctx": {"error": exc.msg},
+        }
+        raise RequestValidationError([error]) from exc
     except HTTPException:  # the edge's: a body over the limit, or late
         raise
     except Exception as exc:  # a body whose bytes do not decode, a client gone mid-body
