@@ -10,15 +10,17 @@ thread of the group's own leads the groups such batches start, and each group wa
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from memframe.core.errors import Unavailable
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -52,11 +54,11 @@ class GroupCommit:
 
     def __init__(self, db: Writer) -> None:
         self._db = db
-        self._lock = threading.Lock()  # guards _queue and _leading
+        self._lock = threading.Lock()  # guards _queue, _leading, _leader and _closed
         self._queue: list[_Ticket[Any]] = []
         self._leading = False
-        # Leads for the batches of event loops (no thread starts before the first such batch).
-        self._leader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memframe-group-commit")
+        self._leader: ThreadPoolExecutor | None = None  # leads for event loops' batches, from the first
+        self._closed = False
 
     def run(self, work: Callable[[Any], T]) -> T:
         """`work(conn)` committed in a group; returns only after the group's COMMIT, or raises
@@ -73,6 +75,8 @@ class GroupCommit:
         """`run(work)` for a caller on an event loop: the same queue and groups, with no thread of
         the caller's waiting for the COMMIT. Cancelling the wait does not withdraw the batch: like a
         thread's, it commits or fails whole, and its outcome goes unheard."""
+        import asyncio  # here: `history -p` reads through this module, and starts without asyncio
+
         ticket: _Ticket[T] = _Ticket(work, asyncio.get_running_loop().create_future())
         assert ticket.future is not None
         if self._enqueue(ticket) and not self._lead_elsewhere():
@@ -83,7 +87,10 @@ class GroupCommit:
     def close(self) -> None:
         """Let the groups already handed to the leading thread commit, then end that thread; a batch
         from an event loop after this is led by its own caller."""
-        self._leader.shutdown(wait=True)
+        with self._lock:
+            self._closed, leader = True, self._leader
+        if leader is not None:
+            leader.shutdown(wait=True)
 
     def _enqueue(self, ticket: _Ticket[Any]) -> bool:
         """Queue `ticket`; True when no group is being committed, so someone must lead."""
@@ -95,9 +102,17 @@ class GroupCommit:
 
     def _lead_elsewhere(self) -> bool:
         """Hand the next group to the group's own thread; False once closed (no thread to lead on)."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._leader is None:
+                from concurrent.futures import ThreadPoolExecutor  # here: `history -p` starts without it
+
+                self._leader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memframe-group-commit")
+            leader = self._leader
         try:
-            self._leader.submit(self._lead)
-        except RuntimeError:
+            leader.submit(self._lead)
+        except RuntimeError:  # closed since
             return False
         return True
 
