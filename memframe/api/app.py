@@ -14,6 +14,7 @@ from memframe.api import assistant, automation, files, openai, policy, rotation,
 from memframe.api.edge import AccessLog, HeaderGuard, known_query
 from memframe.api.errors import MAX_BODY_BYTES, BodyLimit, InternalErrorGuard, install_error_handlers
 from memframe.api.responses import EDGE_STATUSES, error_responses
+from memframe.api.save_route import add_save_route
 from memframe.assistant.automation import InProcessAutomation
 from memframe.assistant.ingress import AssistantEndpoint
 from memframe.assistant.models import ModelClient, ScriptedModel
@@ -48,6 +49,7 @@ def create_app(
     )
     app.state.service = service
     app.state.endpoint = AssistantEndpoint(service, Runtime(InProcessAutomation(service), model or ScriptedModel()))
+    add_save_route(app)  # first: a Save comes in bursts, and is matched before every router
     for router in ROUTERS:
         app.include_router(router)
     if model is not None:

@@ -21,7 +21,7 @@ from memframe.service import MemoryService
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_bearer = HTTPBearer(
+bearer = HTTPBearer(
     auto_error=False,
     scheme_name="token",
     description="A token made with `memframe admin token create`, sent as `Authorization: Bearer …`.",
@@ -39,7 +39,7 @@ Service = Annotated[MemoryService, Depends(get_service)]
 
 async def current_user(
     service: Service,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> str:
     """The caller's user id; no token, a malformed header or a revoked token are all one 401.
 
@@ -69,7 +69,7 @@ FilePath = Annotated[
 
 
 async def delivery_credential(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> str:
     """Automation routes take the turn's delivery credential as the bearer; the service judges it.
 

@@ -149,6 +149,8 @@ async def known_query(request: Request) -> None:
 
     An app-wide dependency: a misspelt `?befor=3` is named instead of silently ignored.
     """
+    if not request.scope.get("query_string"):  # nearly every request: nothing to judge
+        return
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None:

@@ -5,7 +5,7 @@ word), so version routes do not hang below `files/{path}`. They live under
 their own prefixes, where the path is always the *last* part of the URL:
 
     GET    …/files/{path}                 head version + ciphertext (404 file_not_found if never created)
-    PUT    …/files/{path}                 one write against X-Base-Version
+    PUT    …/files/{path}                 one write against X-Base-Version (`memframe.api.save_route`)
     DELETE …/files/{path}                 a tombstone against X-Base-Version
     GET    …/history/{path}?limit&before  version metadata, newest first, paged
     GET    …/revisions/{n}/{path}         one revision's metadata + ciphertext
@@ -28,7 +28,6 @@ from memframe.wire.base import MAX_NUMBER
 from memframe.wire.files import (
     FileEntry,
     FileList,
-    PutFileIn,
     StoredVersionOut,
     StoredVersionRun,
     VersionOut,
@@ -37,6 +36,7 @@ from memframe.wire.files import (
 
 router = APIRouter(prefix="/api/v1/workspaces/{workspace_id}", tags=["files"])
 
+#: X-Base-Version, read by one type: FastAPI's for DELETE, and the Save's handler (`save_route`) with it too.
 BaseVersion = Annotated[
     int,
     Header(
@@ -45,18 +45,6 @@ BaseVersion = Annotated[
         le=MAX_NUMBER,
         description="The exact version the write is based on; 0 = create-only (the file must not exist).",
     ),
-]
-MemoryClear = Annotated[
-    bool,
-    Header(
-        alias="X-Memory-Clear",
-        description="`1` on the memory document: write an empty revision and advance the Clear "
-        "generation in the same transaction.",
-    ),
-]
-Revive = Annotated[
-    bool,
-    Header(alias="X-Revive", description="`1` to write over a deleted document; a plain write does not revive it."),
 ]
 
 
@@ -74,39 +62,6 @@ def get_file(workspace_id: WorkspaceId, path: FilePath, user: User, service: Ser
     if stored is None:
         raise FileNotFound(f"There is no file {path!r} yet (version 0).")
     return StoredVersionOut.model_validate(stored)
-
-
-@router.put("/files/{path:path}", responses=error_responses(401, 404, 409, 413, 422))
-async def put_file(
-    workspace_id: WorkspaceId,
-    path: FilePath,
-    body: PutFileIn,
-    base_version: BaseVersion,
-    user: User,
-    service: Service,
-    memory_clear: MemoryClear = False,
-    revive: Revive = False,
-) -> VersionOut:
-    """One direct upload; the answer is exactly the version the server now holds.
-
-    A stale base is a 409 `version_conflict` naming `current_version`; a deleted
-    document is a 409 `document_deleted` unless X-Revive is set. Nothing is written then.
-    """
-    # Async, with the write itself on a thread (it waits for its group's commit and fsync): a sync
-    # route would cost a second trip through the thread pool, to validate the answer.
-    info = await run_in_threadpool(
-        service.put_file,
-        user,
-        workspace_id,
-        path,
-        body.blob(),
-        base_version,
-        clear=memory_clear,
-        restored_from=body.restored_from,
-        revive=revive,
-        source_note=body.note(),
-    )
-    return VersionOut.model_validate(info)
 
 
 @router.delete("/files/{path:path}", responses=error_responses(401, 404, 409, 422))

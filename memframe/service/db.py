@@ -272,14 +272,15 @@ class Database:
         return f"The database {self.path} and its -wal were rewritten: the old bytes are in neither."
 
     def write_together(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work(conn)` as one atomic batch that may share its transaction, and its fsync, with
-        other threads' batches (`group_commit`): it commits or fails alone, in its own savepoint,
-        and returns only after the shared COMMIT."""
+        """`work(conn)` in a group commit (`group_commit`): it commits or fails alone, and returns once committed."""
         return self._group.run(work)
 
+    async def write_together_async(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`write_together(work)` awaited on an event loop, with no thread of its own waiting."""
+        return await self._group.run_async(work)
+
     def next_savepoint(self, conn: Any) -> None:
-        """Between two batches of a group: the first's savepoint released, the next one's taken
-        (PostgreSQL sends both in one round trip)."""
+        """Between two batches of a group: the first's savepoint released, the next one's taken."""
         conn.execute("RELEASE together")
         conn.execute("SAVEPOINT together")
 
@@ -304,6 +305,7 @@ class Database:
         """Stop the background batch and commit what is queued; False if already closed."""
         if not self._soon.close():
             return False
+        self._group.close()
         try:
             self.flush()
         except Unavailable:

@@ -3,16 +3,24 @@
 A durable commit costs an fsync, so a burst of Saves committed one by one waits in line for one
 fsync each; committed together, each in its own savepoint so a failing batch rolls back alone, the
 server answers far more Saves per second under load (the figure is in bench/results.md).
+
+A caller on an event loop (the HTTP Save) awaits its batch instead of holding a thread for it: a
+thread of the group's own leads the groups such batches start, and each group wakes each loop once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from memframe.core.errors import Unavailable
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
 T = TypeVar("T")
 
@@ -26,13 +34,15 @@ class Writer(Protocol):
 
 
 class _Ticket(Generic[T]):
-    """One caller's batch, and how it ended; `turn` is set when it is done or its turn to lead."""
+    """One caller's batch, and how it ended. A thread's `turn` is set when the batch is done or it is
+    the thread's turn to lead; an event loop's caller never leads, and its `future` is set when done."""
 
-    __slots__ = ("done", "error", "result", "turn", "work")
+    __slots__ = ("done", "error", "future", "result", "turn", "work")
 
-    def __init__(self, work: Callable[[Any], T]) -> None:
+    def __init__(self, work: Callable[[Any], T], future: asyncio.Future[None] | None = None) -> None:
         self.work = work
-        self.turn = threading.Event()
+        self.future = future
+        self.turn = threading.Event() if future is None else None
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -44,25 +54,67 @@ class GroupCommit:
 
     def __init__(self, db: Writer) -> None:
         self._db = db
-        self._lock = threading.Lock()  # guards _queue and _leading
+        self._lock = threading.Lock()  # guards _queue, _leading, _leader and _closed
         self._queue: list[_Ticket[Any]] = []
         self._leading = False
+        self._leader: ThreadPoolExecutor | None = None  # leads for event loops' batches, from the first
+        self._closed = False
 
     def run(self, work: Callable[[Any], T]) -> T:
         """`work(conn)` committed in a group; returns only after the group's COMMIT, or raises
         `work`'s own error (its savepoint rolled back) or the storage's (the whole group's)."""
         ticket: _Ticket[T] = _Ticket(work)
+        assert ticket.turn is not None
+        if not self._enqueue(ticket):
+            ticket.turn.wait()
+        if not ticket.done:
+            self._lead()
+        return _outcome(ticket)
+
+    async def run_async(self, work: Callable[[Any], T]) -> T:
+        """`run(work)` for a caller on an event loop: the same queue and groups, with no thread of
+        the caller's waiting for the COMMIT. Cancelling the wait does not withdraw the batch: like a
+        thread's, it commits or fails whole, and its outcome goes unheard."""
+        import asyncio  # here: `history -p` reads through this module, and starts without asyncio
+
+        ticket: _Ticket[T] = _Ticket(work, asyncio.get_running_loop().create_future())
+        assert ticket.future is not None
+        if self._enqueue(ticket) and not self._lead_elsewhere():
+            self._lead()  # closed: the caller leads, as a thread would
+        await ticket.future
+        return _outcome(ticket)
+
+    def close(self) -> None:
+        """Let the groups already handed to the leading thread commit, then end that thread; a batch
+        from an event loop after this is led by its own caller."""
+        with self._lock:
+            self._closed, leader = True, self._leader
+        if leader is not None:
+            leader.shutdown(wait=True)
+
+    def _enqueue(self, ticket: _Ticket[Any]) -> bool:
+        """Queue `ticket`; True when no group is being committed, so someone must lead."""
         with self._lock:
             self._queue.append(ticket)
             lead = not self._leading
             self._leading = True
-        if not lead:
-            ticket.turn.wait()
-        if not ticket.done:
-            self._lead()
-        if ticket.error is not None:
-            raise ticket.error
-        return ticket.result  # type: ignore[return-value]
+        return lead
+
+    def _lead_elsewhere(self) -> bool:
+        """Hand the next group to the group's own thread; False once closed (no thread to lead on)."""
+        with self._lock:
+            if self._closed:
+                return False
+            if self._leader is None:
+                from concurrent.futures import ThreadPoolExecutor  # here: `history -p` starts without it
+
+                self._leader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memframe-group-commit")
+            leader = self._leader
+        try:
+            leader.submit(self._lead)
+        except RuntimeError:  # closed since
+            return False
+        return True
 
     def _lead(self) -> None:
         with self._lock:
@@ -82,10 +134,15 @@ class GroupCommit:
                 after = self._queue[0] if self._queue else None
                 if after is None:
                     self._leading = False
-            if after is not None:
-                after.turn.set()  # the next group's leader first: its fsync is the next one
-            for each in group:
-                each.turn.set()
+            # The next group's leader first: its fsync is the next one.
+            lead_here = False
+            if after is not None and after.turn is not None:
+                after.turn.set()
+            elif after is not None:
+                lead_here = not self._lead_elsewhere()
+            _wake(group)
+            if lead_here:
+                self._lead()
 
     def _commit(self, group: list[_Ticket[Any]]) -> None:
         db = self._db
@@ -110,6 +167,31 @@ class GroupCommit:
             for ticket in group:  # nothing of the group was committed: each caller hears that first
                 ticket.result = None
                 ticket.error = exc if len(group) == 1 else _same_failure(exc)
+
+
+def _outcome(ticket: _Ticket[T]) -> T:
+    if ticket.error is not None:
+        raise ticket.error
+    return ticket.result  # type: ignore[return-value]
+
+
+def _wake(group: list[_Ticket[Any]]) -> None:
+    """Tell every caller of a settled group: each thread by its event, each event loop once."""
+    loops: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for each in group:
+        if each.turn is not None:
+            each.turn.set()
+        elif each.future is not None:
+            loops.setdefault(each.future.get_loop(), []).append(each.future)
+    for loop, futures in loops.items():
+        with contextlib.suppress(RuntimeError):  # a loop already closed has no one waiting
+            loop.call_soon_threadsafe(_settle, futures)
+
+
+def _settle(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # a cancelled wait
+            future.set_result(None)
 
 
 def _same_failure(exc: Exception) -> Unavailable:

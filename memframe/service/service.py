@@ -143,6 +143,34 @@ class MemoryService:
         )
         return self.db.write_together(batch)
 
+    async def put_file_async(
+        self,
+        user: str,
+        workspace_id: str,
+        path: str,
+        ciphertext: bytes,
+        base_version: int,
+        *,
+        clear: bool = False,
+        restored_from: int | None = None,
+        revive: bool = False,
+        source_note: bytes | None = None,
+    ) -> VersionInfo:
+        """`put_file` for a caller on an event loop (the HTTP Save): the same checks, here, and the
+        same batch in the same group, awaited without a thread of its own (`Database.write_together_async`)."""
+        batch = self._put_file_batch(
+            user,
+            workspace_id,
+            path,
+            ciphertext,
+            base_version,
+            clear=clear,
+            restored_from=restored_from,
+            revive=revive,
+            source_note=source_note,
+        )
+        return await self.db.write_together_async(batch)
+
     def _put_file_batch(
         self,
         user: str,

@@ -335,10 +335,10 @@ def test_document_over_the_services_bound_is_413(api: Api) -> None:
 def test_internal_errors_are_bare_500_and_logged_without_bodies(
     api: Api, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def broken(*args: object, **kwargs: object) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("the disk caught fire")
 
-    monkeypatch.setattr(api.service, "put_file", broken)
+    monkeypatch.setattr(api.service, "put_file_async", broken)
     with caplog.at_level(logging.ERROR, logger="memframe.api"):
         response = api.client.put(MEMORY, json={"ciphertext": "c2VjcmV0Ym9keQ=="}, headers={"X-Base-Version": "0"})
     assert response.status_code == 500
