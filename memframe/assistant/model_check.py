@@ -6,10 +6,12 @@ context too small for the memory. Each check here sends what the runtime sends (
 prompt, the current memory's recall block, its tools, the configured tool choice) through the
 same client (`OpenAIChatModel`), and says what to change where it fails.
 
-Checks, in order: the server is reachable; it knows the model; a plain answer is not empty; a
-forced `remember_in_memory` call parses as edits; a streamed answer ends with its end marker; the
-context window holds the prompt with the current memory and `max_tokens`. A check that cannot be
-judged (the server does not say) is reported as such and does not fail.
+Checks, in order: the server is reachable; it knows the model; a plain answer is not empty and
+does not repeat its own prompt (a model given a chat format it was not trained on, such as a
+pretrained model under an instruction-tuned model's turn tokens, repeats the start of its prompt
+instead of answering); a forced `remember_in_memory` call parses as edits; a streamed answer ends
+with its end marker; the context window holds the prompt with the current memory and `max_tokens`.
+A check that cannot be judged (the server does not say) is reported as such and does not fail.
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ _CONTEXT_IN_ERROR = re.compile(r"context window of (\d+)|maximum context length 
 _SMALL_MODEL = "a larger model; memframe refuses such a call and writes nothing"
 #: The calls of a check answer briefly: enough for an end marker, not a whole essay on two cores.
 _CHECK_MAX_TOKENS = 48
+#: An answer whose first this many characters (spacing and case aside) stand in its own prompt repeats
+#: the prompt instead of answering: no answer to the plain question starts with that much of it.
+_ECHO_CHARS = 40
+#: What to change when the answer is empty or repeats the prompt: the server's chat format, or the model.
+_CHAT_FORMAT_FIX = (
+    "a chat format the model follows (llama-cpp-python: a pretrained model such as the README's Gemma 3 270M "
+    "answers under --chat_format redpajama-incite; an instruction-tuned one under its own, e.g. --chat_format "
+    "gemma with --system-as-user here), or a larger model"
+)
 
 
 @dataclass(frozen=True)
@@ -182,10 +193,12 @@ class _Probe:
                 False,
                 "the answer was empty"
                 + (" (the model called a tool again instead of answering)" if reply.tool_calls else ""),
-                "llama-cpp-python's chatml-function-calling with tool choice auto answers nothing: use "
-                "--chat_format gemma on the server and --system-as-user here",
+                "llama-cpp-python's chatml-function-calling with tool choice auto answers nothing; use "
+                + _CHAT_FORMAT_FIX,
             )
         shown = text if len(text) <= 60 else text[:59] + "…"
+        if _repeats_prompt(text, messages):
+            return Check(name, False, f"the answer repeats its prompt: {shown!r}", _CHAT_FORMAT_FIX)
         return Check(name, True, f"{shown!r}")
 
     def forced_tool(self) -> Check:
@@ -339,6 +352,13 @@ def _answered(calls: Sequence[Any]) -> list[Message]:
             for c in calls
         ),
     ]
+
+
+def _repeats_prompt(answer: str, messages: Sequence[Message]) -> bool:
+    """Whether the answer starts with a stretch of its own prompt (spacing and case aside)."""
+    start = " ".join(answer.split())[:_ECHO_CHARS].casefold()
+    prompt = " ".join(" ".join(str(m.get("content") or "") for m in messages).split()).casefold()
+    return len(start) == _ECHO_CHARS and start in prompt
 
 
 def _choices(data: str) -> list[dict[str, Any]]:

@@ -105,7 +105,20 @@ def test_the_checks_send_what_the_runtime_sends(fake: StrictChatServer) -> None:
 def test_an_empty_answer_fails_with_the_chat_format_to_change(fake: StrictChatServer) -> None:
     checks = check(fake, Text(""), Call("remember_in_memory", MISO), Text("Paris."), usage(900), window(8192))
     assert checks["plain answer"].ok is False
-    assert "--chat_format gemma" in checks["plain answer"].line()
+    assert "--chat_format redpajama-incite" in checks["plain answer"].line()
+
+
+def test_an_answer_that_repeats_its_prompt_fails_with_the_chat_format_to_change(fake: StrictChatServer) -> None:
+    """A pretrained model under turn tokens it was not trained on repeats its prompt, case aside."""
+    echo = "you are the workspace assistant. Answer the person's   message helpfully and"
+    checks = check(fake, Text(echo), *healthy()[1:])
+    assert checks["plain answer"].ok is False and "repeats its prompt" in checks["plain answer"].detail
+    assert "--chat_format redpajama-incite" in checks["plain answer"].line()
+
+
+def test_an_answer_that_quotes_a_few_words_of_its_prompt_passes(fake: StrictChatServer) -> None:
+    checks = check(fake, Text("The capital of France? Paris, on the Seine, since the Middle Ages."), *healthy()[1:])
+    assert checks["plain answer"].ok, checks["plain answer"].line()
 
 
 def test_a_tool_call_first_is_answered_and_the_answer_after_it_counts(fake: StrictChatServer) -> None:
