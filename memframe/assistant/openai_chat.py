@@ -7,6 +7,7 @@ every call, so this client only ever sends finished messages.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -17,12 +18,17 @@ from typing import Any
 from memframe.assistant.models import Message, ModelReply, TextCallback
 from memframe.assistant.openai_replies import SERVER_MESSAGE_CHARS, EmptyStream, error_message, read_events, tool_call
 from memframe.core.errors import ModelUnavailable
+from memframe.core.recall import MEMORY_BLOCK_CLOSE, MEMORY_BLOCK_OPEN
 
 #: tool_choice values the OpenAI API names; anything else is the name of a tool to force.
 TOOL_CHOICES = ("auto", "none", "required")
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT = 120.0
 _MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
+#: A provided recall block's marker lines: each carries the block's boundary value, new for every call.
+_BLOCK_MARKER = re.compile(
+    rf"^(?:{re.escape(MEMORY_BLOCK_OPEN)}|{re.escape(MEMORY_BLOCK_CLOSE[:-1])}) [^\]\n]*boundary=[\w-]+\]$", re.M
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,9 @@ class ModelOptions:
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.
     `temperature` is sent only when set (None: the server's own default).
+    The marker lines of the call's recall block are sent as `stop` sequences:
+    a small model that runs on past its answer into the memory text stops
+    where it would write the block's boundary.
     """
 
     url: str
@@ -106,6 +115,9 @@ class OpenAIChatModel:
         }
         if self.options.temperature is not None:
             body["temperature"] = self.options.temperature
+        stops = stop_sequences(outgoing)
+        if stops:
+            body["stop"] = stops
         if tools:
             body["tools"] = list(tools)
             body["tool_choice"] = self._tool_choice(messages, tools)
@@ -151,7 +163,7 @@ class OpenAIChatModel:
                 on_text(reply.content)
         if on_text is not None and reply.tool_calls:
             on_text("")  # the caller may stop here, before the tool runs
-        return reply
+        return _cut_at(reply, body.get("stop") or [])
 
     def _post(self, body: Message, on_text: TextCallback | None) -> ModelReply:
         import httpx
@@ -231,6 +243,28 @@ def _wire_message(message: Message) -> Message:
     if out.get("content") is None:
         out["content"] = ""
     return out
+
+
+def stop_sequences(messages: Sequence[Message]) -> list[str]:
+    """The marker lines of the recall blocks in these messages (opener and closer of each), at most
+    four (OpenAI's limit): generated text that reaches one has left the answer for the memory block."""
+    found: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        texts = [content] if isinstance(content, str) else [p.get("text") for p in content or [] if isinstance(p, dict)]
+        for text in texts:
+            found += [m for m in _BLOCK_MARKER.findall(text or "") if m not in found]
+    return found[-4:]
+
+
+def _cut_at(reply: ModelReply, stops: Sequence[str]) -> ModelReply:
+    """The reply's text up to its first stop sequence, for a server that does not honour `stop`: the
+    answer ended there (its stored and returned text; a streamed one was shown as it came)."""
+    content = reply.content or ""
+    ends = [content.find(s) for s in stops if s in content]
+    if not ends:
+        return reply
+    return dataclasses.replace(reply, content=content[: min(ends)], finish_reason="stop")
 
 
 def fold_system_into_user(messages: list[Message]) -> list[Message]:
