@@ -25,10 +25,10 @@ TOOL_CHOICES = ("auto", "none", "required")
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT = 120.0
 _MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
-#: A provided recall block's marker lines: each carries the block's boundary value, new for every call.
-_BLOCK_MARKER = re.compile(
-    rf"^(?:{re.escape(MEMORY_BLOCK_OPEN)}|{re.escape(MEMORY_BLOCK_CLOSE[:-1])}) [^\]\n]*boundary=[\w-]+\]$", re.M
-)
+#: Where every recall block's markers start. A small model that recites the block writes its closing
+#: marker, and often runs out of tokens or misspells the boundary value before that line is whole: the
+#: start of a marker is where its answer has ended.
+MARKER_STOPS = [MEMORY_BLOCK_OPEN, MEMORY_BLOCK_CLOSE[:-1]]
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ class ModelOptions:
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.
     `temperature` is sent only when set (None: the server's own default).
-    The marker lines of the call's recall block are sent as `stop` sequences:
-    a small model that runs on past its answer into the memory text stops
-    where it would write the block's boundary.
+    The starts of the recall block's markers are sent as `stop` sequences
+    with a block: a small model that runs on past its answer into the
+    memory text stops where it would write a marker.
     """
 
     url: str
@@ -246,15 +246,14 @@ def _wire_message(message: Message) -> Message:
 
 
 def stop_sequences(messages: Sequence[Message]) -> list[str]:
-    """The marker lines of the recall blocks in these messages (opener and closer of each), at most
-    four (OpenAI's limit): generated text that reaches one has left the answer for the memory block."""
-    found: list[str] = []
+    """The starts of the recall block's markers, when one of these messages carries a block (folded
+    into the person's message too): generated text that reaches one has left the answer for memory."""
     for message in messages:
         content = message.get("content")
-        texts = [content] if isinstance(content, str) else [p.get("text") for p in content or [] if isinstance(p, dict)]
-        for text in texts:
-            found += [m for m in _BLOCK_MARKER.findall(text or "") if m not in found]
-    return found[-4:]
+        parts = [content] if isinstance(content, str) else [p.get("text") for p in content or [] if isinstance(p, dict)]
+        if any(MEMORY_BLOCK_OPEN in (part or "") for part in parts):
+            return list(MARKER_STOPS)
+    return []
 
 
 def _cut_at(reply: ModelReply, stops: Sequence[str]) -> ModelReply:

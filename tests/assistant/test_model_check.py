@@ -119,7 +119,7 @@ def test_the_checks_send_what_the_runtime_sends(fake: StrictChatServer) -> None:
     opener = re.search(r"^\[workspace-memory revision=1 [^\]]*boundary=(\w+)\]$", system, re.M)
     assert opener and f"- The user's cat is called {planted(plain)}\n[/workspace-memory boundary={opener[1]}]" in system
     assert "- tea" not in system and "- tea" in counted["messages"][0]["content"]
-    assert plain["stop"] == [opener[0], f"[/workspace-memory boundary={opener[1]}]"]
+    assert plain["stop"] == ["[workspace-memory", "[/workspace-memory"]
     assert plain["tools"][0]["function"]["name"] == "remember_in_memory"
     assert plain["tool_choice"] == "auto" and plain["stream"] is False
     assert forced["tool_choice"] == {"type": "function", "function": {"name": "remember_in_memory"}}

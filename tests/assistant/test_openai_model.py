@@ -357,16 +357,16 @@ def recalled(boundary: str = "b0undary-" + "7" * 23) -> list[dict[str, Any]]:
     return [{"role": "system", "content": f"SYS\n\n{block}"}, *USER]
 
 
-def test_the_recall_blocks_marker_lines_are_sent_as_stop_sequences(fake: StrictChatServer) -> None:
-    """llama-cpp-python adds `stop` to its chat format's own stop word; the block's lines are new per call."""
+def test_the_recall_blocks_markers_are_sent_as_stop_sequences(fake: StrictChatServer) -> None:
+    """llama-cpp-python adds `stop` to its chat format's own stop word. The start of a marker, not its
+    whole line: a small model reciting the block runs out of tokens or misspells the boundary first."""
     model = client(fake)
     model.complete(recalled("f" * 32), [])
-    opener = f"[workspace-memory revision=3 workspace=w call=a/0 boundary={'f' * 32}]"
-    assert fake.requests[0]["stop"] == [opener, f"[/workspace-memory boundary={'f' * 32}]"]
+    assert fake.requests[0]["stop"] == ["[workspace-memory", "[/workspace-memory"]
     assert "stop" not in model.request_body(USER, [], stream=False)  # no memory, no stop
     withheld = render_recall_block(status=RecallStatus.CONFLICT, text=None, revision=None, workspace="w", bound_to="a")
     without = [{"role": "system", "content": f"S\n\n{withheld}"}, *USER]
-    assert "stop" not in model.request_body(without, [], stream=False)
+    assert model.request_body(without, [], stream=False)["stop"] == fake.requests[0]["stop"]
     folded = client(fake, system_as_user=True).request_body(recalled("f" * 32), [], stream=False)
     assert folded["stop"] == fake.requests[0]["stop"]  # folded into the person's message, still stopped
     assert fake.refusals == []
@@ -377,8 +377,8 @@ def test_the_recall_blocks_marker_lines_are_sent_as_stop_sequences(fake: StrictC
 def test_an_answer_past_the_closing_marker_is_cut_there_when_the_server_ignores_stop(
     fake: StrictChatServer, stream: bool
 ) -> None:
-    closer = f"[/workspace-memory boundary={'e' * 32}]"
-    fake.replies = [Text(f"Quincy\n- cat: Quincy\n{closer}\n\nmore", finish_reason="length")]
+    misspelt = f"[/workspace-memory boundary={'e' * 31}"  # and run out of tokens before its "]"
+    fake.replies = [Text(f"Quincy\n- cat: Quincy\n{misspelt}", finish_reason="length")]
     model = client(fake, stream=stream)
     reply = model.complete(recalled("e" * 32), [])
     model.close()
