@@ -8,8 +8,8 @@ same client (`OpenAIChatModel`), and says what to change where it fails.
 
 Checks, in order: the server is reachable; it knows the model; a question is answered from memory
 (a small memory with a fact planted for this probe, a name made up for it, framed as every call
-frames memory: the answer must name it, not be empty and not repeat its prompt, which is what a
-model given a chat format it was not trained on does); a forced `remember_in_memory` call parses
+frames memory: the answer must name it, beyond reciting the memory, and not be empty or repeat its
+prompt, which is what a model given a chat format it was not trained on does); a forced `remember_in_memory` call parses
 as edits (judged only where `tool_choice` forces a tool: otherwise shown, not failed); a streamed
 answer ends with its end marker; the context window holds the prompt with the current memory and
 `max_tokens`. A check that cannot be judged (the server does not say) is reported as such and does
@@ -215,7 +215,7 @@ class _Probe:
                     return Check(name, False, f"the answer was empty{again}", fix + _CHAT_FORMAT_FIX)
                 if _repeats_prompt(text, messages):
                     return Check(name, False, f"the answer repeats its prompt: {shown!r}", _CHAT_FORMAT_FIX)
-                if word.casefold() in text.casefold():
+                if _names(text, word):
                     tries = "" if attempt == 1 else f" (try {attempt} of {PROBE_TRIES})"
                     return Check(name, True, f"{shown!r} names {word!r} from memory{tries}")
         except MemframeError as exc:
@@ -395,6 +395,13 @@ def probe_name() -> str:
     """A name made up for one probe (three random syllables, capitalised): no model knows it
     beforehand, so an answer that names it read it from memory."""
     return "".join(secrets.choice("bdfgklmnprstvz") + secrets.choice("aeiou") for _ in range(3)).capitalize()
+
+
+def _names(answer: str, name: str) -> bool:
+    """Whether the answer names `name` outside a recital of the memory line that holds it: a model
+    that runs on into the memory it was given has not answered from it."""
+    recital = PROBE_MEMORY.format(name=name).splitlines()[-1].removeprefix("- ").casefold()
+    return name.casefold() in answer.casefold().replace(recital, "")
 
 
 def _system(block: str | None) -> str:

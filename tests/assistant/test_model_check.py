@@ -149,6 +149,15 @@ def test_answers_that_miss_the_name_fail_after_every_try(fake: StrictChatServer)
     assert len(set(asked)) == PROBE_TRIES  # a new name each try
 
 
+def test_a_recital_of_the_memory_line_is_not_an_answer(fake: StrictChatServer) -> None:
+    """A small model runs on into the memory it was given: the name in that copy does not count."""
+    recites = FromRequest(lambda body: Text(f"I am a cat. - The user's cat is called {planted(body)}"))
+    checks = check(fake, *[recites] * PROBE_TRIES, *healthy()[1:])
+    assert checks["answer from memory"].ok is False
+    checks = check(fake, FromRequest(lambda body: Text(f"{planted(body)} - The user's cat is called {planted(body)}")))
+    assert checks["answer from memory"].ok
+
+
 def test_a_miss_then_the_name_passes_and_says_which_try(fake: StrictChatServer) -> None:
     checks = check(fake, Text("I am a cat."), NAMES_IT, *healthy()[1:])
     assert checks["answer from memory"].ok and checks["answer from memory"].detail.endswith(f"(try 2 of {PROBE_TRIES})")
