@@ -226,7 +226,7 @@ class _Probe:
             name,
             False,
             f"{PROBE_TRIES} answers missed the name in memory; the last, for {word!r}: {shown!r}",
-            "--temperature 0; " + _CHAT_FORMAT_FIX,
+            ("" if self.options.temperature == 0 else "--temperature 0; ") + _CHAT_FORMAT_FIX,
         )
 
     def forced_tool(self) -> Check:

@@ -145,6 +145,8 @@ def test_answers_that_miss_the_name_fail_after_every_try(fake: StrictChatServer)
     line = checks["answer from memory"].line()
     assert checks["answer from memory"].ok is False and f"{PROBE_TRIES} answers missed the name" in line
     assert "'I am a cat.'" in line and "--temperature 0" in line and "--chat_format redpajama-incite" in line
+    at_zero = check(fake, *[Text("I am a cat.")] * PROBE_TRIES, *healthy()[1:], temperature=0)
+    assert "--temperature" not in at_zero["answer from memory"].line()  # already the likeliest words
     asked = [planted(r) for r in fake.requests[:PROBE_TRIES]]
     assert len(set(asked)) == PROBE_TRIES  # a new name each try
 
