@@ -105,9 +105,11 @@ def test_a_question_gets_an_answer_and_memory_reaches_the_model(capsys, cat, rec
     opener = re.search(r"\[workspace-memory revision=1 [^\]]* boundary=([0-9a-f]+)\]", system)
     assert opener and CAT.strip() in system
     assert system.endswith(f"[/workspace-memory boundary={opener.group(1)}]") and asked == "What is my cat called?"
+    assert sent["stop"] == ["[workspace-memory", "[/workspace-memory"]  # where a recital of the block ends
     assert "revision 1 was provided to call 1" in out
     answer = answer_of(out)
     assert answer and not answer.startswith("(no answer"), out  # an answer, never an empty one
+    assert "workspace-memory" not in answer and opener.group(1) not in answer, answer
     assert_ending_said(out, recorder.finish_reasons[0])
 
 
@@ -124,9 +126,28 @@ def test_the_answer_names_the_cat_from_memory(capsys, cat, recorder: Recorder) -
         assert code == 0, err
         assert "revision 1 was provided to call 1" in out  # each try was given the memory
         answers.append(answer_of(out))
+    # The server stops at a marker's start: no answer shows the frame around memory.
+    assert not [a for a in answers if "workspace-memory" in a or "boundary=" in a], answers
     named = [a for a in answers if "quincy" in a.lower()]
     print(f"the answer named the cat in {len(named)} of {CAT_TRIES} tries: {answers}")  # shown by pytest -rP
     assert len(named) >= CAT_NAMED_AT_LEAST, f"{len(named)} of {CAT_TRIES} named the cat: {answers}"
+
+
+def test_model_check_passes_the_recommended_set_up(  # type: ignore[no-untyped-def]
+    capsys, memframe_home: Path, model_server: ModelServer
+) -> None:
+    """The README's `model check` on the README's set-up exits 0 with every line ok, but the forced
+    call's: under the recommended tool_choice auto memframe never forces it, so a call that does not
+    parse (this model's usual one) is shown, not judged."""
+    with urllib.request.urlopen(f"{model_server.url}/models", timeout=30) as listed:
+        served = json.load(listed)["data"][0]["id"]  # the README names it with --model_alias
+    configure(memframe_home, model_server.url, name=served, max_tokens=512)
+    assert run(capsys, "init")[0] == 0
+    code, out, err = run(capsys, "model", "check")
+    lines = out.splitlines()[1:]
+    assert code == 0 and len(lines) == 6, out + err
+    assert all(line.startswith("ok   ") for i, line in enumerate(lines) if i != 3), out
+    assert lines[2].startswith("ok   answer from memory:") and lines[3].startswith(("ok   forced", "??   forced"))
 
 
 def test_a_forced_capture_in_auto_stores_the_stated_fact_or_nothing(capsys, cat, recorder: Recorder) -> None:  # type: ignore[no-untyped-def]
