@@ -6,10 +6,15 @@ context too small for the memory. Each check here sends what the runtime sends (
 prompt, the current memory's recall block, its tools, the configured tool choice) through the
 same client (`OpenAIChatModel`), and says what to change where it fails.
 
-Checks, in order: the server is reachable; it knows the model; a plain answer is not empty; a
-forced `remember_in_memory` call parses as edits; a streamed answer ends with its end marker; the
-context window holds the prompt with the current memory and `max_tokens`. A check that cannot be
-judged (the server does not say) is reported as such and does not fail.
+Checks, in order: the server is reachable; it knows the model; a question is answered from memory
+(a small memory with a fact planted for this probe, a name made up for it, framed as every call
+frames memory: the answer must name it, beyond reciting the memory, and not be empty or repeat its
+prompt, which is what a model given a chat format it was not trained on does); a forced `remember_in_memory` call parses
+as edits (judged only where `tool_choice` forces a tool: otherwise shown, not failed); a streamed
+answer ends with its end marker; the context window holds the prompt with the current memory and
+`max_tokens`. A check that cannot be judged (the server does not say) is reported as such and does
+not fail. The module runs past 400 lines because every check is a method over one probe's shared
+state (the server's model list, the prompts), kept together in the order the checks run.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -35,7 +41,12 @@ from memframe.core.types import MEMORY_RECALL_MAX_BYTES, RecallStatus, utf8_size
 
 __all__ = ["Check", "run_checks"]
 
-PLAIN_QUESTION = "What is the capital of France? Answer in one short sentence."
+#: The probe's memory and question: a fact as a person's memory holds one, asked as a person asks it.
+PROBE_MEMORY = "# Memory\n- The user's cat is called {name}\n"
+PROBE_QUESTION = "What is my cat called?"
+#: Tries of the probe, each with a new name and boundary, until an answer names it: a small model
+#: answers some prompts and not others (see README, "Recommended local set-up").
+PROBE_TRIES = 3
 CAPTURE_MESSAGE = "Please remember this: my cat is called Miso."
 #: Tokens a full memory costs, per KiB: the contract's measure for mixed Japanese/English Markdown.
 TOKENS_PER_KIB = 300
@@ -46,6 +57,15 @@ _CONTEXT_IN_ERROR = re.compile(r"context window of (\d+)|maximum context length 
 _SMALL_MODEL = "a larger model; memframe refuses such a call and writes nothing"
 #: The calls of a check answer briefly: enough for an end marker, not a whole essay on two cores.
 _CHECK_MAX_TOKENS = 48
+#: An answer whose first this many characters (spacing and case aside) stand in its own prompt repeats
+#: the prompt instead of answering: no answer to the plain question starts with that much of it.
+_ECHO_CHARS = 40
+#: What to change when the answer is empty or repeats the prompt: the server's chat format, or the model.
+_CHAT_FORMAT_FIX = (
+    "a chat format the model follows (llama-cpp-python: a pretrained model such as the README's Gemma 3 270M "
+    "answers under --chat_format redpajama-incite; an instruction-tuned one under its own, e.g. --chat_format "
+    "gemma with --system-as-user here), or a larger model"
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +129,7 @@ class _Probe:
             block = render_recall_block(
                 status=RecallStatus.PROVIDED, text=memory, revision=1, workspace="check", bound_to="check/0"
             )
-        self.system = SYSTEM_PROMPT if block is None else f"{SYSTEM_PROMPT}\n\n{block}"
+        self.system = _system(block)
 
     def close(self) -> None:
         self.http.close()
@@ -119,8 +139,19 @@ class _Probe:
         options = dataclasses.replace(self.options, **{"max_tokens": brief, **changes})
         return OpenAIChatModel(options, transport=self.transport)
 
-    def _messages(self, text: str) -> list[Message]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": text}]
+    def _messages(self, text: str, system: str | None = None) -> list[Message]:
+        return [{"role": "system", "content": system or self.system}, {"role": "user", "content": text}]
+
+    def _probe_messages(self, name: str) -> list[Message]:
+        """The probe question with a small memory naming `name`, recall-framed as the runtime frames it."""
+        block = render_recall_block(
+            status=RecallStatus.PROVIDED,
+            text=PROBE_MEMORY.format(name=name),
+            revision=1,
+            workspace="check",
+            bound_to="check/0",
+        )
+        return self._messages(PROBE_QUESTION, _system(block))
 
     # --- the checks ----------------------------------------------------------------------
 
@@ -161,34 +192,53 @@ class _Probe:
         return Check(name, False, f"the server serves {offered}, not {self.options.name!r}", fix)
 
     def plain(self) -> Check:
-        """A plain answer as the runtime asks for one: memory, tools and the configured tool choice;
-        a tool call first is answered with a harmless result, as the runtime answers it."""
-        name = "plain answer"
+        """A question answered from memory, asked as the runtime asks: memory framed in the system
+        message, tools and the configured tool choice; a tool call first is answered with a harmless
+        result, as the runtime answers it. A missed name is asked again (a new name, a new boundary);
+        an empty answer or an echo of the prompt fails at once: a chat format makes those every time."""
+        name = "answer from memory"
         client = self._client(stream=False)
-        messages = self._messages(PLAIN_QUESTION)
+        word = shown = ""
         try:
-            reply = client.complete(messages, self.tools)
-            if reply.tool_calls:
-                messages = [*messages, *_answered(reply.tool_calls)]
+            for attempt in range(1, PROBE_TRIES + 1):
+                word = probe_name()
+                messages = self._probe_messages(word)
                 reply = client.complete(messages, self.tools)
+                if reply.tool_calls:
+                    messages = [*messages, *_answered(reply.tool_calls)]
+                    reply = client.complete(messages, self.tools)
+                text = " ".join((reply.content or "").split())
+                shown = text if len(text) <= 60 else text[:59] + "…"
+                if not text:
+                    again = " (the model called a tool again instead of answering)" if reply.tool_calls else ""
+                    fix = "llama-cpp-python's chatml-function-calling with tool choice auto answers nothing; use "
+                    return Check(name, False, f"the answer was empty{again}", fix + _CHAT_FORMAT_FIX)
+                if _repeats_prompt(text, messages):
+                    return Check(name, False, f"the answer repeats its prompt: {shown!r}", _CHAT_FORMAT_FIX)
+                if _names(text, word):
+                    tries = "" if attempt == 1 else f" (try {attempt} of {PROBE_TRIES})"
+                    return Check(name, True, f"{shown!r} names {word!r} from memory{tries}")
         except MemframeError as exc:
             return Check(name, False, str(exc), _fix_for(str(exc)))
         finally:
             client.close()
-        text = " ".join((reply.content or "").split())
-        if not text:
-            return Check(
-                name,
-                False,
-                "the answer was empty"
-                + (" (the model called a tool again instead of answering)" if reply.tool_calls else ""),
-                "llama-cpp-python's chatml-function-calling with tool choice auto answers nothing: use "
-                "--chat_format gemma on the server and --system-as-user here",
-            )
-        shown = text if len(text) <= 60 else text[:59] + "…"
-        return Check(name, True, f"{shown!r}")
+        return Check(
+            name,
+            False,
+            f"{PROBE_TRIES} answers missed the name in memory; the last, for {word!r}: {shown!r}",
+            ("" if self.options.temperature == 0 else "--temperature 0; ") + _CHAT_FORMAT_FIX,
+        )
 
     def forced_tool(self) -> Check:
+        """A forced capture fails the run only where memframe forces one (tool_choice names the tool);
+        under any other tool choice its verdict is shown, not judged: no call memframe makes needs it."""
+        check = self._forced_tool()
+        if check.ok is not False or self.options.tool_choice not in ("auto", "none"):
+            return check
+        unused = f"not used with tool_choice {self.options.tool_choice!r}; forced, {check.detail}"
+        return dataclasses.replace(check, ok=None, detail=unused)
+
+    def _forced_tool(self) -> Check:
         name = "forced tool call"
         client = self._client(stream=False, tool_choice="remember_in_memory", max_tokens=self.options.max_tokens)
         try:
@@ -225,7 +275,7 @@ class _Probe:
         if not self.options.stream:
             return Check(name, None, "not checked: --no-stream asks for whole answers")
         client = self._client()
-        body = client.request_body(self._messages(PLAIN_QUESTION), [], stream=True)
+        body = client.request_body(self._probe_messages(probe_name()), [], stream=True)
         client.close()
         finish: str | None = None
         events = 0
@@ -281,7 +331,7 @@ class _Probe:
         import httpx
 
         client = self._client(stream=False, max_tokens=1)
-        body = client.request_body(self._messages(PLAIN_QUESTION), self.tools, stream=False)
+        body = client.request_body(self._messages(PROBE_QUESTION), self.tools, stream=False)
         client.close()
         try:
             response = self.http.post("/chat/completions", json=body)
@@ -339,6 +389,31 @@ def _answered(calls: Sequence[Any]) -> list[Message]:
             for c in calls
         ),
     ]
+
+
+def probe_name() -> str:
+    """A name made up for one probe (three random syllables, capitalised): no model knows it
+    beforehand, so an answer that names it read it from memory."""
+    return "".join(secrets.choice("bdfgklmnprstvz") + secrets.choice("aeiou") for _ in range(3)).capitalize()
+
+
+def _names(answer: str, name: str) -> bool:
+    """Whether the answer names `name` outside a recital of the memory line that holds it: a model
+    that runs on into the memory it was given has not answered from it."""
+    recital = PROBE_MEMORY.format(name=name).splitlines()[-1].removeprefix("- ").casefold()
+    return name.casefold() in answer.casefold().replace(recital, "")
+
+
+def _system(block: str | None) -> str:
+    """The runtime's system message: its prompt, then the recall block where memory is provided."""
+    return SYSTEM_PROMPT if block is None else f"{SYSTEM_PROMPT}\n\n{block}"
+
+
+def _repeats_prompt(answer: str, messages: Sequence[Message]) -> bool:
+    """Whether the answer starts with a stretch of its own prompt (spacing and case aside)."""
+    start = " ".join(answer.split())[:_ECHO_CHARS].casefold()
+    prompt = " ".join(" ".join(str(m.get("content") or "") for m in messages).split()).casefold()
+    return len(start) == _ECHO_CHARS and start in prompt
 
 
 def _choices(data: str) -> list[dict[str, Any]]:

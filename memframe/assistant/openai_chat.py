@@ -7,6 +7,7 @@ every call, so this client only ever sends finished messages.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -17,12 +18,17 @@ from typing import Any
 from memframe.assistant.models import Message, ModelReply, TextCallback
 from memframe.assistant.openai_replies import SERVER_MESSAGE_CHARS, EmptyStream, error_message, read_events, tool_call
 from memframe.core.errors import ModelUnavailable
+from memframe.core.recall import MEMORY_BLOCK_CLOSE, MEMORY_BLOCK_OPEN
 
 #: tool_choice values the OpenAI API names; anything else is the name of a tool to force.
 TOOL_CHOICES = ("auto", "none", "required")
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT = 120.0
 _MENTIONS_STREAMING = re.compile(r"\bstream(ing|ed)?\b", re.I)
+#: Where every recall block's markers start. A small model that recites the block writes its closing
+#: marker, and often runs out of tokens or misspells the boundary value before that line is whole: the
+#: start of a marker is where its answer has ended.
+MARKER_STOPS = [MEMORY_BLOCK_OPEN, MEMORY_BLOCK_CLOSE[:-1]]
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,9 @@ class ModelOptions:
     system messages. `stream` asks for server-sent events; a server that answers
     plain JSON, or refuses to stream this request, is read without streaming.
     `temperature` is sent only when set (None: the server's own default).
+    The starts of the recall block's markers are sent as `stop` sequences
+    with a block: a small model that runs on past its answer into the
+    memory text stops where it would write a marker.
     """
 
     url: str
@@ -106,6 +115,9 @@ class OpenAIChatModel:
         }
         if self.options.temperature is not None:
             body["temperature"] = self.options.temperature
+        stops = stop_sequences(outgoing)
+        if stops:
+            body["stop"] = stops
         if tools:
             body["tools"] = list(tools)
             body["tool_choice"] = self._tool_choice(messages, tools)
@@ -151,7 +163,7 @@ class OpenAIChatModel:
                 on_text(reply.content)
         if on_text is not None and reply.tool_calls:
             on_text("")  # the caller may stop here, before the tool runs
-        return reply
+        return _cut_at(reply, body.get("stop") or [])
 
     def _post(self, body: Message, on_text: TextCallback | None) -> ModelReply:
         import httpx
@@ -231,6 +243,27 @@ def _wire_message(message: Message) -> Message:
     if out.get("content") is None:
         out["content"] = ""
     return out
+
+
+def stop_sequences(messages: Sequence[Message]) -> list[str]:
+    """The starts of the recall block's markers, when one of these messages carries a block (folded
+    into the person's message too): generated text that reaches one has left the answer for memory."""
+    for message in messages:
+        content = message.get("content")
+        parts = [content] if isinstance(content, str) else [p.get("text") for p in content or [] if isinstance(p, dict)]
+        if any(MEMORY_BLOCK_OPEN in (part or "") for part in parts):
+            return list(MARKER_STOPS)
+    return []
+
+
+def _cut_at(reply: ModelReply, stops: Sequence[str]) -> ModelReply:
+    """The reply's text up to its first stop sequence, for a server that does not honour `stop`: the
+    answer ended there (its stored and returned text; a streamed one was shown as it came)."""
+    content = reply.content or ""
+    ends = [content.find(s) for s in stops if s in content]
+    if not ends:
+        return reply
+    return dataclasses.replace(reply, content=content[: min(ends)], finish_reason="stop")
 
 
 def fold_system_into_user(messages: list[Message]) -> list[Message]:

@@ -48,7 +48,7 @@ def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> N
     model = sub.add_parser("model", help="check a model server for the Assistant")
     checks = model.add_subparsers(dest="model_command", metavar="COMMAND", required=True)
     help_ = (
-        "probe a model server the way memframe uses it: reachable, model known, a plain answer, a forced tool "
+        "probe a model server the way memframe uses it: reachable, model known, an answer from memory, a forced tool "
         "call, the stream's end marker, the context window; exit 1 when a check fails"
     )
     p = add_command(checks, common, "check", cmd_model_check, help_)

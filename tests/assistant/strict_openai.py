@@ -23,7 +23,8 @@ llama_cpp/llama_types.py) and chat formats (llama_cpp/llama_chat_format.py):
   so) and answers an unknown model with a 404 in OpenAI's error shape
   (`known_models`), as vLLM and Ollama do.
 
-Replies are scripted; each request is recorded exactly as received.
+Replies are scripted (`FromRequest` makes one from the request it answers, as a model reads its
+prompt); each request is recorded exactly as received.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -74,7 +76,14 @@ class EndedEarly:
     call: Call | None = None
 
 
-Reply = Text | Call | Raw | CutStream | EndedEarly
+@dataclass
+class FromRequest:
+    """The reply `make` writes from the request's body: an answer that depends on what was sent."""
+
+    make: Callable[[dict[str, Any]], Text | Call]
+
+
+Reply = Text | Call | Raw | CutStream | EndedEarly | FromRequest
 
 
 def refusal(request: dict[str, Any]) -> str | None:
@@ -150,6 +159,8 @@ class StrictChatServer:
                     error = {"error": {"message": "streaming is not supported by this server", "code": 400}}
                     return self._send(400, json.dumps(error).encode())
                 reply = fake.replies.pop(0) if fake.replies else Text("ok")
+                if isinstance(reply, FromRequest):
+                    reply = reply.make(body)
                 if isinstance(reply, Raw):
                     return self._send(reply.status, reply.body, reply.content_type)
                 if isinstance(reply, Call) and body.get("stream") and body.get("tool_choice") == "auto":

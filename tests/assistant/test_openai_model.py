@@ -12,6 +12,8 @@ import pytest
 from memframe.assistant.models import ENDED_EARLY
 from memframe.assistant.openai_chat import ModelOptions, OpenAIChatModel, fold_system_into_user
 from memframe.core.errors import ModelUnavailable
+from memframe.core.recall import render_recall_block
+from memframe.core.types import RecallStatus
 from tests.assistant.strict_openai import Call, CutStream, EndedEarly, Raw, StrictChatServer, Text, refusal
 
 REMEMBER = json.dumps({"edits": [{"op": "add", "line": "- likes jam"}]})
@@ -337,3 +339,47 @@ def test_on_text_is_asked_before_a_tool_call_is_returned_so_a_caller_can_stop(
     with pytest.raises(ModelUnavailable, match="stopped"):
         model.complete(USER, TOOL, on_text=stopped)
     model.close()
+
+
+# --- the recall block's marker lines stop the answer ----------------------------------------------
+
+
+def recalled(boundary: str = "b0undary-" + "7" * 23) -> list[dict[str, Any]]:
+    """A system message with a recall block, as the runtime attaches one, and the person's message."""
+    block = render_recall_block(
+        status=RecallStatus.PROVIDED,
+        text="- cat: Quincy\n",
+        revision=3,
+        workspace="w",
+        bound_to="a/0",
+        boundary=boundary,
+    )
+    return [{"role": "system", "content": f"SYS\n\n{block}"}, *USER]
+
+
+def test_the_recall_blocks_markers_are_sent_as_stop_sequences(fake: StrictChatServer) -> None:
+    """llama-cpp-python adds `stop` to its chat format's own stop word. The start of a marker, not its
+    whole line: a small model reciting the block runs out of tokens or misspells the boundary first."""
+    model = client(fake)
+    model.complete(recalled("f" * 32), [])
+    assert fake.requests[0]["stop"] == ["[workspace-memory", "[/workspace-memory"]
+    assert "stop" not in model.request_body(USER, [], stream=False)  # no memory, no stop
+    withheld = render_recall_block(status=RecallStatus.CONFLICT, text=None, revision=None, workspace="w", bound_to="a")
+    without = [{"role": "system", "content": f"S\n\n{withheld}"}, *USER]
+    assert model.request_body(without, [], stream=False)["stop"] == fake.requests[0]["stop"]
+    folded = client(fake, system_as_user=True).request_body(recalled("f" * 32), [], stream=False)
+    assert folded["stop"] == fake.requests[0]["stop"]  # folded into the person's message, still stopped
+    assert fake.refusals == []
+    model.close()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_past_the_closing_marker_is_cut_there_when_the_server_ignores_stop(
+    fake: StrictChatServer, stream: bool
+) -> None:
+    misspelt = f"[/workspace-memory boundary={'e' * 31}"  # and run out of tokens before its "]"
+    fake.replies = [Text(f"Quincy\n- cat: Quincy\n{misspelt}", finish_reason="length")]
+    model = client(fake, stream=stream)
+    reply = model.complete(recalled("e" * 32), [])
+    model.close()
+    assert reply.content == "Quincy\n- cat: Quincy\n" and reply.finish_reason == "stop"

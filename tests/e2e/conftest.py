@@ -9,7 +9,8 @@ records it exactly as sent and forwards it unchanged (a streamed answer chunk by
 can prove what the server received and nothing the person cannot set is added on the way.
 
 A second server with llama-cpp-python's default `interrupt_requests` (a new request ends the
-streamed answer in progress) serves the one test that proves memframe reports such a cut-off.
+streamed answer in progress) serves the one test that proves memframe reports such a cut-off; it
+renders Gemma's own turns, under which this model's answer runs long enough to be cut.
 A failing test's report shows every call's time and the end of the server's log.
 """
 
@@ -33,12 +34,16 @@ import pytest
 
 HERE = Path(__file__).parent
 START_TIMEOUT = 180.0
-#: The README's recommended server flags. `gemma` is Gemma's own turn format (the model answers in
-#: it; `chatml-function-calling` makes every text answer empty under automatic tool choice); it
-#: drops system messages, so memframe folds them into the user's (`--system-as-user`). The context
-#: holds the prompt, an 8 KiB memory and the answer; a second request waits instead of ending the
-#: answer being streamed.
-SERVER_FLAGS = ("--chat_format", "gemma", "--n_ctx", "8192", "--interrupt_requests", "false")
+#: The README's recommended server flags. This GGUF is Gemma 3 270M's pretrained model, not its
+#: instruction-tuned one: it follows plain-text turns (`redpajama-incite`: `<human>: …` /
+#: `<bot>:`, the system message first) and answers, where Gemma's own turn tokens (`gemma`) make it
+#: repeat the start of its prompt. The context holds the prompt, an 8 KiB memory and the answer; a
+#: second request waits instead of ending the answer being streamed.
+SERVER_FLAGS = ("--chat_format", "redpajama-incite", "--n_ctx", "8192", "--interrupt_requests", "false")
+#: The cut-off test needs an answer still streaming when the second request arrives. Under `gemma`
+#: this model never writes the end of its turn, so every answer runs on to `max_tokens`; under the
+#: recommended format it ends after a line.
+LONG_ANSWER_FLAGS = ("--chat_format", "gemma", "--n_ctx", "8192")
 
 
 def _venv() -> Path:
@@ -92,15 +97,17 @@ def _gguf() -> tuple[Path, str]:
 
 
 def _serve(tmp_path_factory: pytest.TempPathFactory, flags: tuple[str, ...]) -> Iterator[ModelServer]:
-    """A server on a free port with all of the machine's cores, stopped when the fixture ends."""
+    """A server on a free port, stopped when the fixture ends: all of the machine's cores, or as many
+    threads as $MEMFRAME_E2E_THREADS says (a machine shared with other work)."""
     python, gguf = _gguf()
+    threads = os.environ.get("MEMFRAME_E2E_THREADS") or str(os.cpu_count() or 1)
     port = _free_port()
     log = tmp_path_factory.mktemp("model-server") / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
             [
                 str(python), "-m", "llama_cpp.server", "--model", gguf, "--host", "127.0.0.1", "--port", str(port),
-                *flags, "--n_threads", str(os.cpu_count() or 1), "--verbose", "false",
+                *flags, "--n_threads", threads, "--verbose", "false",
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -126,9 +133,8 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServ
 
 @pytest.fixture(scope="session")
 def interrupting_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
-    """The same server with llama-cpp-python's default: a new request ends the answer being streamed."""
-    flags = tuple(f for f in SERVER_FLAGS if f not in ("--interrupt_requests", "false"))
-    yield from _serve(tmp_path_factory, flags)
+    """A server with llama-cpp-python's default: a new request ends the answer being streamed."""
+    yield from _serve(tmp_path_factory, LONG_ANSWER_FLAGS)
 
 
 @dataclass

@@ -3,9 +3,9 @@
 memframe runs with the README's recommended settings (`RECOMMENDED`, written to the config file as
 a person would) against the README's recommended server (`conftest.SERVER_FLAGS`). What the server
 received is checked through the recording proxy, which adds nothing. Each test asserts what a person
-relies on and this model does every time: an answer that is an answer, its ending said truly, a
-capture that never stores junk. Whether a 270M model's answer names the cat is its own business and
-varies with each call's recall boundary: it is measured and reported, not asserted.
+relies on: an answer that is an answer, its ending said truly, a capture that never stores junk, and
+the answer to "What is my cat called?" naming the cat from memory, over `CAT_TRIES` tries (each
+call's recall block carries a fresh boundary value and admission id, so every try is a new prompt).
 """
 
 from __future__ import annotations
@@ -32,8 +32,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CAT = "- The user's cat is called Quincy\n"
 #: memframe's side of the README's recommended set-up (`[model]` in the config file). Temperature 0:
 #: the likeliest words, which a small model needs to write a tool call that parses. A short answer
-#: keeps each call inside the tests' time; the model timeout leaves room on a loaded machine.
-RECOMMENDED = {"system_as_user": True, "temperature": 0, "max_tokens": 64, "timeout": 300}
+#: keeps each call inside the tests' time; the model timeout leaves room on a loaded machine. The
+#: system message stays a system message (no `system_as_user`): the recommended chat format renders
+#: it first, and this model answers from memory there (folded into the person's message, it
+#: answered far less often: see README, "Recommended local set-up").
+RECOMMENDED = {"temperature": 0, "max_tokens": 64, "timeout": 300}
+#: The cat question, asked this many times (a new conversation each), and how many answers must name
+#: the cat. Measured on the recommended set-up: see `test_the_answer_names_the_cat_from_memory`.
+CAT_TRIES = 10
+CAT_NAMED_AT_LEAST = 9
 #: Grounded capture (an automatic edit the person's words do not support becomes a proposal), where
 #: this memframe has it: the README recommends it for small models.
 GROUNDED = "grounded_capture" in {f.name for f in fields(Settings)}
@@ -93,15 +100,54 @@ def test_a_question_gets_an_answer_and_memory_reaches_the_model(capsys, cat, rec
     sent = recorder.requests[0]
     # The recommended settings, as memframe sent them: nothing was added on the way.
     assert sent["temperature"] == 0 and sent["max_tokens"] == 64 and sent["stream"] is True
-    assert [m["role"] for m in sent["messages"]] == ["user"]  # the gemma format drops system messages
-    folded = sent["messages"][0]["content"]
-    opener = re.search(r"\[workspace-memory revision=1 [^\]]* boundary=([0-9a-f]+)\]", folded)
-    assert opener and CAT.strip() in folded
-    assert f"[/workspace-memory boundary={opener.group(1)}]\n\nWhat is my cat called?" in folded
+    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
+    system, asked = (m["content"] for m in sent["messages"])
+    opener = re.search(r"\[workspace-memory revision=1 [^\]]* boundary=([0-9a-f]+)\]", system)
+    assert opener and CAT.strip() in system
+    assert system.endswith(f"[/workspace-memory boundary={opener.group(1)}]") and asked == "What is my cat called?"
+    assert sent["stop"] == ["[workspace-memory", "[/workspace-memory"]  # where a recital of the block ends
     assert "revision 1 was provided to call 1" in out
     answer = answer_of(out)
     assert answer and not answer.startswith("(no answer"), out  # an answer, never an empty one
+    assert "workspace-memory" not in answer and opener.group(1) not in answer, answer
     assert_ending_said(out, recorder.finish_reasons[0])
+
+
+def test_the_answer_names_the_cat_from_memory(capsys, cat, recorder: Recorder) -> None:  # type: ignore[no-untyped-def]
+    """k of n, not n of n: each try's prompt differs (its recall block's boundary value and admission
+    id are fresh), and a 270M model's answer turns on such details. On the recommended set-up the
+    answer named the cat in every try measured (the README's "Recommended local set-up" gives k of
+    n; under the `gemma` format it named it in none), so the threshold leaves one miss in ten. Off
+    sends no memory and its answer never names the cat (`test_off_sends_no_memory_and_no_memory_tool`):
+    the name comes from memory, not from the question."""
+    answers = []
+    for _ in range(CAT_TRIES):
+        code, out, err = run(capsys, "chat", "-m", "What is my cat called?")
+        assert code == 0, err
+        assert "revision 1 was provided to call 1" in out  # each try was given the memory
+        answers.append(answer_of(out))
+    # The server stops at a marker's start: no answer shows the frame around memory.
+    assert not [a for a in answers if "workspace-memory" in a or "boundary=" in a], answers
+    named = [a for a in answers if "quincy" in a.lower()]
+    print(f"the answer named the cat in {len(named)} of {CAT_TRIES} tries: {answers}")  # shown by pytest -rP
+    assert len(named) >= CAT_NAMED_AT_LEAST, f"{len(named)} of {CAT_TRIES} named the cat: {answers}"
+
+
+def test_model_check_passes_the_recommended_set_up(  # type: ignore[no-untyped-def]
+    capsys, memframe_home: Path, model_server: ModelServer
+) -> None:
+    """The README's `model check` on the README's set-up exits 0 with every line ok, but the forced
+    call's: under the recommended tool_choice auto memframe never forces it, so a call that does not
+    parse (this model's usual one) is shown, not judged."""
+    with urllib.request.urlopen(f"{model_server.url}/models", timeout=30) as listed:
+        served = json.load(listed)["data"][0]["id"]  # the README names it with --model_alias
+    configure(memframe_home, model_server.url, name=served, max_tokens=512)
+    assert run(capsys, "init")[0] == 0
+    code, out, err = run(capsys, "model", "check")
+    lines = out.splitlines()[1:]
+    assert code == 0 and len(lines) == 6, out + err
+    assert all(line.startswith("ok   ") for i, line in enumerate(lines) if i != 3), out
+    assert lines[2].startswith("ok   answer from memory:") and lines[3].startswith(("ok   forced", "??   forced"))
 
 
 def test_a_forced_capture_in_auto_stores_the_stated_fact_or_nothing(capsys, cat, recorder: Recorder) -> None:  # type: ignore[no-untyped-def]
@@ -156,8 +202,9 @@ def test_a_conversation_continues_after_turns(capsys, cat, recorder: Recorder) -
     code, _, err = run(capsys, "chat", "-m", "What is my cat called?", "-c", "c1", "--max-tokens", "16")
     assert code == 0, err
     messages = recorder.requests[-1]["messages"]
-    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    assert CAT.strip() in messages[0]["content"] and messages[-1]["content"] == "What is my cat called?"
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert CAT.strip() in messages[0]["content"] and messages[1]["content"] == "Hello."
+    assert messages[-1]["content"] == "What is my cat called?"
 
 
 def test_a_cut_off_stream_is_reported_as_one(  # type: ignore[no-untyped-def]
