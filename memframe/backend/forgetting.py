@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from memframe import paths, sealing
 from memframe.core.errors import InvalidInput, KeyFileError, Unavailable
+from memframe.core.wording import many, versions
 from memframe.sealing import keyfiles
 
 if TYPE_CHECKING:
@@ -72,11 +73,13 @@ class WhatGoes:
         lines = ["A new key will be made on this machine and everything that stays re-sealed under it."]
         if self.forget_before is not None:
             lines.append(
-                f"Versions {self.first}–{self.forget_before - 1} of the memory will be destroyed;"
-                f" {self.forget_before}–{self.head} stay."
+                f"{versions(self.first, self.forget_before - 1).capitalize()} of the memory will be destroyed;"
+                f" {versions(self.forget_before, self.head)} will stay."
             )
         if self.conversations:
-            counted = "" if self.messages is None else f" ({self.messages} message(s), {self.proposals} proposal(s))"
+            counted = ""
+            if self.messages is not None:
+                counted = f" ({many(self.messages, 'message')}, {many(self.proposals or 0, 'proposal')})"
             lines.append(f"Every stored conversation message and proposal will be destroyed{counted}.")
         lines.append("Every key session of the workspace is revoked; members need the new key (memframe key export).")
         return lines
@@ -180,15 +183,15 @@ def receipt(workspace: str, location: str, done: Destroyed, fingerprint: str, he
         "destroyed:",
     ]
     for path, (first, last, count) in sorted(done.versions.items()):
-        lines.append(f"  versions {first}–{last} of {path} ({count})")
+        lines.append(f"  {versions(first, last)} of {path} ({count})")
     if done.messages or done.proposals:
-        lines.append(f"  {done.messages} transcript message(s) and {done.proposals} proposal(s)")
+        lines.append(f"  {many(done.messages, 'transcript message')} and {many(done.proposals, 'proposal')}")
     if not done.versions and not done.messages and not done.proposals:
         lines.append("  nothing but the old key: every text was re-sealed under the new one")
     lines += [
-        f"re-sealed: {done.resealed_versions} version(s), {done.resealed_messages} message(s),"
-        f" {done.resealed_proposals} proposal(s) under the new key",
-        f"revoked:   {done.key_sessions_revoked} key session(s)",
+        f"re-sealed: {many(done.resealed_versions, 'version')}, {many(done.resealed_messages, 'message')},"
+        f" {many(done.resealed_proposals, 'proposal')} under the new key",
+        f"revoked:   {many(done.key_sessions_revoked, 'key session')}",
         f"disk:      {done.disk}",
         "what remains outside memframe's reach:",
         *(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memframe.core.wording import many, versions
 from memframe.tui.calls import as_error
 
 if TYPE_CHECKING:
@@ -88,21 +89,18 @@ def rotate(backend: Backend, forget_before: int | None, *, conversations: bool, 
         return Outcome(error=as_error(exc))
 
 
-def _many(count: int, what: str) -> str:
-    return f"{count:,} {what}{'' if count == 1 else 's'}"
-
-
 def described(goes: WhatGoes, *, conversations: bool) -> str:
     """What goes and what stays of the memory and the conversations, named before anything is done."""
-    stored = f"{_many(goes.messages or 0, 'transcript message')} and {_many(goes.proposals or 0, 'proposal')}"
+    stored = f"{many(goes.messages or 0, 'transcript message')} and {many(goes.proposals or 0, 'proposal')}"
     if goes.forget_before is None:
-        return (f"• Nothing is destroyed but the old key: versions {goes.first}–{goes.head} of the memory and "
+        return (f"• Nothing is destroyed but the old key: {versions(goes.first, goes.head)} of the memory and "
                 f"{stored} are re-sealed under the new key; the current text does not change.")  # fmt: skip
     last = goes.forget_before - 1
     fate = "are destroyed too" if conversations else "stay, re-sealed (the switch destroys them)"
     return (
-        f"• Versions {goes.first}–{last} of the memory are destroyed ({_many(goes.versions, 'version')}); "
-        f"versions {goes.forget_before}–{goes.head} stay, and the current text does not change.\n"
+        f"• {versions(goes.first, last).capitalize()} of the memory {'is' if goes.first == last else 'are'} destroyed"
+        f" ({many(goes.versions, 'version')}); {versions(goes.forget_before, goes.head)}"
+        f" {'stays' if goes.forget_before == goes.head else 'stay'}, and the current text does not change.\n"
         f"• The stored conversations ({stored}) {fate}."
     )
 

@@ -44,8 +44,8 @@ def test_what_goes_names_the_versions_and_counts_the_conversations(service: Memo
     goes = forgetting.what_goes(backend, 3, conversations=True, count=True)
     assert (goes.first, goes.head, goes.versions) == (1, 5, 2)
     assert goes.messages == 2 and goes.proposals == 1
-    assert "Versions 1–2 of the memory will be destroyed; 3–5 stay." in goes.lines()
-    assert "(2 message(s), 1 proposal(s))" in "\n".join(goes.lines())
+    assert "Versions 1–2 of the memory will be destroyed; versions 3–5 will stay." in goes.lines()
+    assert "(2 messages, 1 proposal)" in "\n".join(goes.lines())
     with pytest.raises(InvalidInput, match="holds versions 1–5, so N is 2 to 5"):
         forgetting.what_goes(backend, 1, conversations=False)
 

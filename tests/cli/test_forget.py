@@ -38,7 +38,7 @@ def test_forget_prints_and_keeps_a_receipt(capsys, saved, memframe_home: Path) -
     old = key_of(memframe_home)
     code, out, err = run(capsys, "forget", "--before", "3", "--yes")
     assert code == 0, err
-    assert "Versions 1–2 of the memory will be destroyed; 3–5 stay." in out
+    assert "Versions 1–2 of the memory will be destroyed; versions 3–5 will stay." in out
     assert "versions 1–2 of .zudotext/memory/MEMORY.md (2)" in out
     assert "copies of the old key (exports, other machines) still open backups" in out
     assert "what a model provider logged" in out and "-wal were rewritten" in out

@@ -83,7 +83,7 @@ def test_confirm_forgets_shows_the_receipt_and_changes_starts_at_n(keyed: Stage,
         kept = sorted((memframe_home / "receipts" / "local").iterdir())
         assert len(kept) == 1 and kept[0].read_text() == receipt  # the CLI's receipt, kept where the CLI keeps it
         assert "versions 1–2 of .zudotext/memory/MEMORY.md (2)" in receipt
-        assert "2 transcript message(s) and 1 proposal(s)" in receipt and ", ada (on this machine)" in receipt
+        assert "2 transcript messages and 1 proposal" in receipt and ", ada (on this machine)" in receipt
         assert str(kept[0]) in str(dialog.query_one("#forget-title", Static).content)
         await press(pilot, "escape")
         await settle(pilot)
