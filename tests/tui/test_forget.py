@@ -85,6 +85,8 @@ def test_confirm_forgets_shows_the_receipt_and_changes_starts_at_n(keyed: Stage,
         assert "versions 1–2 of .zudotext/memory/MEMORY.md (2)" in receipt
         assert "2 transcript messages and 1 proposal" in receipt and ", ada (on this machine)" in receipt
         assert str(kept[0]) in str(dialog.query_one("#forget-title", Static).content)
+        shown = [key.description for key in dialog.query("FooterKey") if key.display]
+        assert "Cancel" in shown and "Yes, go ahead" not in shown  # nothing is left to go ahead with
         await press(pilot, "escape")
         await settle(pilot)
         changes = pilot.app.screen

@@ -223,8 +223,13 @@ class ForgetDialog(Modal[bool]):
         close = self.query_one("#cancel", Button)
         close.label = "Close"
         close.focus()
+        self.refresh_bindings()
         self.query_one("#forget-title", Static).update(title)
         self._say(text)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Once the receipt is shown there is nothing left to go ahead with: the footer drops `y`."""
+        return not (action == "go" and self.phase == "done")
 
     def action_close(self) -> None:
         if self.phase == "running":
