@@ -2,7 +2,8 @@
 
 Each save checks only the link to the version before it, so a reader who wants to know that the
 whole stored history is what its writers sealed (nothing moved, copied, reordered, dropped or
-altered, and no old-format text after the chain began) walks it here, opening every version once.
+altered, and no old-format text after the chain began) walks it here, opening every version once,
+and with it the sealed name of the file each import came from.
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ def _verify_path(store: MemoryStore, key: bytes, seen: SeenHeads, path: str, hea
                 raise ChainBroken(
                     f"The history does not chain at {where}: it could not be decrypted (moved, copied or altered)."
                 ) from None
+            if s.info.source_note is not None:  # an import's file name, sealed at this version
+                try:
+                    sealing.open_source(
+                        key, s.info.source_note, workspace_id=store.workspace_id, path=path, version=version
+                    )
+                except DecryptionFailed:
+                    raise ChainBroken(
+                        f"The history does not chain at {where}: its source note does not open at that version"
+                        " (moved from another version or altered: tampering)."
+                    ) from None
             previous, previous_was_deletion = blob, blob is None
             last_digest = digest
     if head_version:

@@ -14,7 +14,7 @@ from memframe.backend.blame_input import revisions
 from memframe.backend.heads import SeenHeads
 from memframe.backend.local import LocalBackend
 from memframe.core.blame import blame
-from memframe.core.errors import DecryptionFailed, InvalidInput
+from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput
 from memframe.core.types import MEMORY_PATH
 from memframe.service import MemoryService
 from memframe.service.accounts import LOCAL_USER
@@ -102,10 +102,13 @@ def test_a_note_swapped_between_versions_or_forged_is_refused(service: MemorySer
     with pytest.raises(DecryptionFailed, match="tampering") as caught:
         backend.source_of(backend.history(limit=1, before=2)[0])
     assert "evil" not in str(caught.value)
+    with pytest.raises(ChainBroken, match=r"version 1 of .*source note does not open"):
+        backend.verify()  # `memframe verify` opens every note too, not only blame
     set_note(service, 1, held[1])  # None: the untouched history reads again
     set_note(service, 2, held[2])
     set_note(service, 3, held[3])
     assert [b.source for b in blame(revisions(backend, 3, {}))][-2:] == ["CLAUDE.md", "AGENTS.md"]
+    assert backend.verify() == [(MEMORY_PATH, 3)]
 
 
 def test_the_server_takes_only_a_sealed_name_and_only_on_a_save(service: MemoryService) -> None:
