@@ -208,10 +208,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     backend = open_workspace(args)
     try:
         checked = backend.verify()
+        # A document whose older versions were forgotten is walked from its first kept version.
+        kept = {path: gone.before - 1 for path, _ in checked if (gone := backend.forgotten(path))}
     finally:
         backend.close()
-    total = sum(version for _, version in checked)
-    out(f"The history of {args.workspace!r} chains: {len(checked)} documents, {total} versions verified.")
+    total = sum(version - kept.get(path, 0) for path, version in checked)
+    from memframe.core.wording import many
+
+    documents, versions = many(len(checked), "document"), many(total, "version")
+    out(f"The history of {args.workspace!r} chains: {documents}, {versions} verified.")
     return 0
 
 
