@@ -14,11 +14,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
 from memframe.backend.sealed import SealedBackend
-from memframe.core.errors import ChainBroken, DecryptionFailed, InvalidInput, NotFound
+from memframe.backend.verify import walked
+from memframe.core.errors import ChainBroken, InvalidInput, NotFound
+from memframe.core.rotation import Rotation
 from memframe.core.types import Author, Operation, StoredVersion, VersionInfo
 
 FORMAT = "memframe-archive/1"
@@ -49,18 +50,38 @@ def _version_entry(s: StoredVersion) -> dict[str, Any]:
 
 
 def build_archive(backend: SealedBackend, key: bytes) -> dict[str, Any]:
-    """Every version of every document of the workspace, sealed; proves the key first."""
+    """Every version of every document of the workspace, sealed; proves the key first. A document
+    whose older versions were forgotten starts at its first kept version, and the archive carries the
+    rotation's record (sealed under the key) that says so, as the server does."""
     backend.prove_key()
     store = backend.store
+    rotation = store.rotation()
+    starts = backend.chain_starts()
     files = []
     for path, head, deleted in sorted(store.list_files()):
         versions: list[dict[str, Any]] = []
-        for start in range(1, head + 1, _BATCH):
+        for start in range(starts.get(path, 1), head + 1, _BATCH):
             wanted = list(range(start, min(head, start + _BATCH - 1) + 1))
             versions.extend(_version_entry(s) for s in store.get_versions(path, wanted))
         files.append({"path": path, "deleted": deleted, "versions": versions})
-    body = {"format": FORMAT, "workspace": store.workspace_id, "keyCheck": store.get_key_check(), "files": files}
+    body = {
+        "format": FORMAT,
+        "workspace": store.workspace_id,
+        "keyCheck": store.get_key_check(),
+        "files": files,
+        "rotation": None if rotation is None else _rotation_entry(rotation),
+    }
     return {**body, "tag": _tag(key, body)}
+
+
+def _rotation_entry(rotation: Rotation) -> dict[str, Any]:
+    sealed = rotation.sealed_record
+    return {
+        "number": rotation.number,
+        "rotatedAt": rotation.rotated_at,
+        "rotatedBy": rotation.rotated_by,
+        "sealedRecord": None if sealed is None else base64.b64encode(sealed).decode("ascii"),
+    }
 
 
 def read_archive(raw: bytes) -> dict[str, Any]:
@@ -81,11 +102,20 @@ class _ArchiveStore:
         self.workspace_id: str = data["workspace"]
         self.location = f"archive {name}"
         self._key_check: str | None = data.get("keyCheck")
+        self._rotation: Rotation | None = None
         self.files: dict[str, tuple[bool, dict[int, StoredVersion]]] = {}
         try:
             for entry in data["files"]:
                 stored = [_stored(v) for v in entry["versions"]]
                 self.files[str(entry["path"])] = (bool(entry["deleted"]), {s.info.version: s for s in stored})
+            if (held := data.get("rotation")) is not None:  # an archive from before forgetting has none
+                sealed = held["sealedRecord"]
+                self._rotation = Rotation(
+                    number=int(held["number"]),
+                    rotated_at=float(held["rotatedAt"]),
+                    rotated_by=str(held["rotatedBy"]),
+                    sealed_record=None if sealed is None else base64.b64decode(sealed, validate=True),
+                )
         except (KeyError, TypeError, ValueError) as exc:
             raise ChainBroken(f"The archive is damaged: {exc!r}; nothing in it is trusted.") from None
 
@@ -108,9 +138,10 @@ class _ArchiveStore:
     def set_key_check(self, key_check: str) -> None:
         raise ChainBroken("The archive has no key check; nothing in it is trusted.")
 
-    def rotation(self) -> None:
-        """An archive records no key rotation: its chains are walked whole, from version 1."""
-        return None
+    def rotation(self) -> Rotation | None:
+        """The rotation the archive carries: its record, sealed under the key, says where a chain
+        whose older versions were forgotten starts (an unsealed gap is still a break)."""
+        return self._rotation
 
 
 def _stored(v: dict[str, Any]) -> StoredVersion:
@@ -129,10 +160,10 @@ def _stored(v: dict[str, Any]) -> StoredVersion:
     return StoredVersion(info, None if blob is None else base64.b64decode(blob, validate=True))
 
 
-def verify_archive(data: dict[str, Any], key: bytes, name: str) -> list[tuple[str, int]]:
-    """(path, head version) of every document, once the key matches the archive's key check, its
-    seal holds, and every version opens and chains, source note and all; else WrongKey, ChainBroken
-    naming the break, or DecryptionFailed naming a note that does not open at its version."""
+def verify_archive(data: dict[str, Any], key: bytes, name: str) -> tuple[list[tuple[str, int]], int]:
+    """(path, head version) of every document and how many versions were walked, once the key matches
+    the archive's key check, its seal holds, and every version opens and chains, source note and all
+    (`verify_chains`); else WrongKey, or ChainBroken naming the break."""
     store = _ArchiveStore(data, name)
     # Only the reads above are made: an archive is never written to.
     backend = SealedBackend(cast(MemoryStore, store), key, seen=SeenHeads(None))
@@ -143,19 +174,4 @@ def verify_archive(data: dict[str, Any], key: bytes, name: str) -> list[tuple[st
             "The archive was altered after it was written (its seal does not hold); nothing in it is trusted."
         )
     checked = backend.verify()
-    for path, (_, versions) in store.files.items():
-        for s in versions.values():
-            if s.info.source_note is not None:
-                _open_note(key, store.workspace_id, path, s.info.version, s.info.source_note)
-    return checked
-
-
-def _open_note(key: bytes, workspace: str, path: str, version: int, note: bytes) -> None:
-    """A version's source note must open at that very version; one that does not is tampering."""
-    try:
-        sealing.open_source(key, note, workspace_id=workspace, path=path, version=version)
-    except DecryptionFailed:
-        raise DecryptionFailed(
-            f"The source note of version {version} of {path} does not open at that version: it was altered or"
-            " moved from another version (tampering); nothing in the archive is trusted."
-        ) from None
+    return checked, walked(checked, backend.chain_starts())

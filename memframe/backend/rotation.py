@@ -113,9 +113,12 @@ class Rotating:
         """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each.
         A document whose older versions were forgotten is walked from its first kept version, as the
         rotation record sealed under this key says; any other gap is a break."""
+        return verify_chains(self.store, self._key, self.seen, self.chain_starts())
+
+    def chain_starts(self) -> dict[str, int]:
+        """path -> its first kept version, for each document whose older versions were forgotten."""
         record = self.rotation_record()
-        starts = {} if record is None else {p: f.before for p, f in record.forgotten.items()}
-        return verify_chains(self.store, self._key, self.seen, starts)
+        return {} if record is None else {p: f.before for p, f in record.forgotten.items()}
 
     def _after_rotation(self, path: str, version: int, digest: str, exc: MemframeError) -> None:
         """Explain `exc` by a key rotation where one explains it, else raise it unchanged.

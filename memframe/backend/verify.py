@@ -34,6 +34,11 @@ def verify_chains(
     return checked
 
 
+def walked(checked: list[tuple[str, int]], starts: dict[str, int]) -> int:
+    """How many versions `verify_chains` opened: each document from its first kept version."""
+    return sum(head - starts.get(path, 1) + 1 for path, head in checked if head)
+
+
 def _verify_path(store: MemoryStore, key: bytes, seen: SeenHeads, path: str, head_version: int, start: int = 1) -> int:
     # Versions are read oldest first, so a delta's base is always the version just opened, which
     # the opener remembers (nothing is fetched twice).

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memframe.cli import history as patches
 from memframe.cli.options import add_command, add_model_options, model_client, open_workspace, positive, version
-from memframe.cli.output import out, size_line, when
+from memframe.cli.output import out, size_line, verified, when
 
 if TYPE_CHECKING:
     from memframe.settings import Settings
@@ -207,16 +207,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return verify_archive(args)
     backend = open_workspace(args)
     try:
+        from memframe.backend.verify import walked
+
         checked = backend.verify()
-        # A document whose older versions were forgotten is walked from its first kept version.
-        kept = {path: gone.before - 1 for path, _ in checked if (gone := backend.forgotten(path))}
+        total = walked(checked, backend.chain_starts())
     finally:
         backend.close()
-    total = sum(version - kept.get(path, 0) for path, version in checked)
-    from memframe.core.wording import many
-
-    documents, versions = many(len(checked), "document"), many(total, "version")
-    out(f"The history of {args.workspace!r} chains: {documents}, {versions} verified.")
+    out(f"The history of {args.workspace!r} chains: {verified(len(checked), total)}.")
     return 0
 
 

@@ -6,6 +6,7 @@ import sys
 import time
 
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES
+from memframe.core.wording import many
 
 #: A failure a person can cause: bad input, a missing workspace or key, a server that cannot be reached.
 EXIT_ERROR = 1
@@ -40,3 +41,8 @@ def prompt(question: str) -> str:
     import getpass  # here: most commands never prompt, and `history -p` starts without it
 
     return getpass.getpass(question)
+
+
+def verified(documents: int, versions: int) -> str:
+    """What `verify` and `verify --archive` say they checked."""
+    return f"{many(documents, 'document')}, {many(versions, 'version')} verified"

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memframe.cli.options import add_command, open_workspace, positive
-from memframe.cli.output import EXIT_CONFLICT, out, size_line, when
+from memframe.cli.output import EXIT_CONFLICT, out, size_line, verified, when
+from memframe.core.wording import many
 
 if TYPE_CHECKING:
     from memframe.core.blame import BlameLine
@@ -168,7 +169,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         backend.close()
     Path(args.archive).write_text(json.dumps(archive, indent=1) + "\n", encoding="utf-8")
     count = sum(len(f["versions"]) for f in archive["files"])
-    out(f"Wrote {count} sealed versions of {len(archive['files'])} documents to {args.archive}.")
+    documents = many(len(archive["files"]), "document")
+    out(f"Wrote {many(count, 'sealed version')} of {documents} to {args.archive}.")
     return 0
 
 
@@ -185,9 +187,8 @@ def verify_archive(args: argparse.Namespace) -> int:
         raise InvalidInput(f"Cannot read {args.archive}: {exc.strerror}.") from None
     data: dict[str, Any] = read_archive(raw)
     key = load_key(data["workspace"], remote_url=args.remote, prompt=prompt)
-    checked = verify_archive(data, key, args.archive)
-    total = sum(version for _, version in checked)
-    out(f"The archive of {data['workspace']!r} checks: {len(checked)} documents, {total} versions verified.")
+    checked, total = verify_archive(data, key, args.archive)
+    out(f"The archive of {data['workspace']!r} checks: {verified(len(checked), total)}.")
     return 0
 
 

@@ -56,6 +56,23 @@ def test_forget_prints_and_keeps_a_receipt(capsys, saved, memframe_home: Path) -
     assert code == 0 and "1 document, 3 versions verified" in out  # versions 3–5: the kept ones
 
 
+def test_an_archive_after_forgetting_starts_where_the_sealed_record_says(  # type: ignore[no-untyped-def]
+    capsys, saved, tmp_path: Path
+) -> None:
+    assert run(capsys, "forget", "--before", "3", "--yes")[0] == 0
+    archive = tmp_path / "a.json"
+    code, _, err = run(capsys, "export", "--archive", str(archive))
+    assert code == 0, err  # it read version 1 before, which is gone
+    data = json.loads(archive.read_text())
+    assert [v["version"] for v in data["files"][0]["versions"]] == [3, 4, 5]
+    code, out, err = run(capsys, "verify", "--archive", str(archive))
+    assert code == 0 and "1 document, 3 versions verified" in out, err
+    data["rotation"] = None  # a gap no sealed record explains is a break, not a forgetting
+    archive.write_text(json.dumps(data))
+    code, _, err = run(capsys, "verify", "--archive", str(archive))
+    assert code == EXIT_ERROR and "altered" in err
+
+
 def test_key_rotate_keeps_every_version(capsys, saved, memframe_home: Path) -> None:  # type: ignore[no-untyped-def]
     old = key_of(memframe_home)
     code, out, err = run(capsys, "key", "rotate", "--yes")
