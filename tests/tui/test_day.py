@@ -183,10 +183,11 @@ def test_the_footer_makes_its_keys_again_only_when_what_they_show_changes(stage:
     drive(app, script)
 
 
-def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage: Stage) -> None:
-    """Textual's footer composes empty, then makes its keys after the first paint, once for every
-    bindings change before that recompose ran; the frame's footer makes them when it mounts, and a
-    burst of bindings changes (focus, an editor made editable) makes them again at most once."""
+def test_the_footer_makes_its_keys_after_the_memorys_first_paint_and_once(stage: Stage) -> None:
+    """As Textual's footer, the frame's makes its keys after the first paint, which shows the memory
+    without waiting for them (the benchmark's child checks that paint); they follow with the next
+    refresh, Help and Quit first, and a burst of bindings changes (focus, an editor made editable)
+    makes them again at most once."""
     stage.other.save(TEXT, 0)
     app = stage.app()
     composed: list[KeyFooter] = []
@@ -199,10 +200,9 @@ def test_the_footer_shows_its_keys_in_the_first_paint_and_makes_them_once(stage:
     async def main() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
             footer = app.screen.query_one(KeyFooter)
-            painted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            app.call_after_refresh(lambda: painted.done() or painted.set_result(len(footer.query("FooterKey"))))
-            assert await painted > 0  # the keys are in the first paint
             await settle(pilot)
+            actions = [key.action for key in footer.query("FooterKey")]
+            assert actions[:2] == ["help", "quit"] and len(actions) > 2
             counting = Counting()
             await app.screen.mount(counting)
             await settle(pilot)

@@ -26,11 +26,10 @@ class KeyFooter(Footer):
     _recompose_pending = False  # a recompose is asked for and has not run yet
 
     def compose(self) -> ComposeResult:
-        # Textual's footer composes empty until its screen first publishes the bindings, then makes its
-        # keys after the next paint: the first paint had no keys, and the memory's paint waited for a
-        # restyle of every key. The screen's bindings are known once the footer mounts; `bindings_changed`
-        # makes the keys again only if what they show differs.
-        self._bindings_ready = True
+        # As Textual's footer: empty until the screen first publishes its bindings, then the keys, made
+        # after the next paint, so the first paint is the memory without waiting for them (a person sees
+        # the keys one refresh later). After that, `bindings_changed` makes them again only if what they
+        # show differs.
         self._recompose_pending = False
         self._widths: dict[Widget, int] = {}  # each key's width, measured while it was shown
         self._unmeasured_fits = 0
