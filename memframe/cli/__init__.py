@@ -52,7 +52,7 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
 
     With `command` (the first word of the command line), the command groups are registered in their
     usual order only until one holds that command: the command line parses exactly as with the whole
-    parser, and the frame does not build (or import) the other groups before its first paint. A word
+    parser, and the frame (a group of its own) builds no other command before its first paint. A word
     no group holds gets the whole parser, so its error lists every command."""
     chosen = current() if settings is None else settings
     common = workspace_options(chosen)
@@ -62,20 +62,21 @@ def build_parser(settings: Settings | None = None, *, command: str | None = None
     )
     parser.set_defaults(settings=chosen)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    groups: list[tuple[str, tuple[object, ...]]] = [
-        ("memory", (common, chosen)),
-        ("provenance", (common,)),  # blame, revert, import, export
-        ("keys", (common,)),
-        ("forget", (common,)),  # `forget --before N`: key rotation that destroys older versions
-        ("assistant", (common, chosen)),
-        ("server", (chosen,)),
-        ("admin", (chosen,)),
-        ("keysessions", (chosen,)),  # `keysessions`: the key-session service several servers share
-        ("mcp", (common, chosen)),  # `mcp`: notes + Assistant for MCP clients
-        ("model", (common, chosen)),  # `model check`: is a model server ready for memframe
+    groups: list[tuple[str, str, tuple[object, ...]]] = [
+        ("memory", "register_frame", (common, chosen)),  # the default command, alone: nothing else to build
+        ("memory", "register", (common, chosen)),
+        ("provenance", "register", (common,)),  # blame, revert, import, export
+        ("keys", "register", (common,)),
+        ("forget", "register", (common,)),  # `forget --before N`: key rotation that destroys older versions
+        ("assistant", "register", (common, chosen)),
+        ("server", "register", (chosen,)),
+        ("admin", "register", (chosen,)),
+        ("keysessions", "register", (chosen,)),  # `keysessions`: the key-session service several servers share
+        ("mcp", "register", (common, chosen)),  # `mcp`: notes + Assistant for MCP clients
+        ("model", "register", (common, chosen)),  # `model check`: is a model server ready for memframe
     ]
-    for name, options in groups:
-        import_module(f"memframe.cli.{name}").register(sub, *options)
+    for name, function, options in groups:
+        getattr(import_module(f"memframe.cli.{name}"), function)(sub, *options)
         if command is not None and command in sub.choices:
             break
     return parser

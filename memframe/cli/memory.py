@@ -279,8 +279,8 @@ def _poll_seconds(value: str) -> float:
     return number
 
 
-def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> None:
-    """Add the frame and the memory commands to the memframe command."""
+def register_frame(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> None:
+    """Add the frame to the memframe command."""
     p = add_command(sub, common, "frame", cmd_frame, "open the Memory frame (the default command)")
     add_model_options(p, settings, purpose="the frame's Assistant's")
     p.add_argument(
@@ -290,6 +290,10 @@ def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> N
         metavar="SECONDS",
         help="how often the frame looks for changes made elsewhere (default: 3; 0 = never)",
     )
+
+
+def register(sub: Any, common: argparse.ArgumentParser, settings: Settings) -> None:
+    """Add the memory commands to the memframe command."""
     p = add_command(sub, common, "init", cmd_init, "create a workspace and its key")
     p.add_argument("--passphrase", action="store_true", help="wrap the key file with a passphrase")
     p = add_command(sub, common, "show", cmd_show, "print the current memory, its version and size")
