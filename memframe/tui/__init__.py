@@ -27,7 +27,7 @@ Layout, so the folder reads as the architecture:
     dialogs/        Save/Discard/Cancel, Clear confirmation, the conflict views (revert_conflict.py too),
                     "are you sure?" (confirm.py), the warning before a Save over the bound (over_bound.py), and
                     forget.py (f and k in Changes: what goes, asked first; a rotation on a worker; its receipt)
-    memframe.tcss   the frame's styles
+    memframe.tcss   the main screen's styles (each side screen carries its own)
 
 Side screens talk to the main screen only by message (`ProposalsScreen.Apply`,
 `AssistantScreen.CatchUp`, …); no module of the frame imports another in a

@@ -40,9 +40,9 @@ Clock = Callable[[], float]
 class MemoryFrameApp(App[int]):
     """Edit one workspace's memory through one Backend."""
 
-    #: Every screen's rules, in one file on purpose: a side screen with a CSS_PATH of its own would spare the
-    #: first paint parsing its rules, but Textual re-parses every stylesheet and restyles every widget when
-    #: such a screen first opens, so opening Changes would cost far more than the first paint saves.
+    #: The main screen's rules. Each side screen (and the modal screens' base, `Modal`) carries its own as
+    #: DEFAULT_CSS, which Textual parses alone when the screen first opens; a CSS_PATH or CSS of its own
+    #: would make Textual re-parse every stylesheet and restyle every widget then.
     CSS_PATH = "memframe.tcss"
     TITLE = "memframe"
     #: Every screen gets -narrow / -wide and -low / -tall classes, so the .tcss can reflow for 80×24 and 60×20.

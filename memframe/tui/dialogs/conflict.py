@@ -90,7 +90,7 @@ class ConflictScreen(Modal[ConflictChoice]):
         deleted = " (the document was deleted; writing restores it)" if self.server.deleted else ""
         with Vertical(classes="dialog-box wide"):
             yield Static("Conflict: the memory changed on the server", classes="dialog-title")
-            with Vertical(id="conflict-body"):  # scrolls as one column when the terminal is small (the .tcss)
+            with Vertical(id="conflict-body"):  # scrolls as one column when the terminal is small (Modal's CSS)
                 yield Static(lead)
                 with Horizontal(id="conflict-panes"):  # side by side when wide; stacked when small
                     with VerticalScroll(classes="pane"):

@@ -64,6 +64,22 @@ class AssistantScreen(Screen[None]):
     `OpenProposals`.
     """
 
+    #: This screen's rules, parsed when it first opens rather than before the frame's first paint.
+    DEFAULT_CSS = """
+    #assistant-status, #assistant-ai { height: auto; padding: 0 1; background: $boost; }
+    #assistant-ai { color: $text-muted; }
+    #conversation { height: 1fr; border: round $primary 50%; scrollbar-gutter: stable; }
+    #conversation:focus-within { border: round $primary; }
+    #conversation .exchange { padding: 0 1 1 1; }
+    #assistant-message { height: auto; padding: 0 1; color: $success; }
+    #assistant-message.-error { color: $text; background: $error 35%; }
+    #assistant-input { margin: 0 0; }
+    #conversation > ListItem { background: transparent; border-left: blank; }
+    #conversation > ListItem.-highlight { background: $boost; border-left: outer $accent 50%; }
+    #conversation:focus > ListItem.-highlight { background: $primary 20%; border-left: outer $accent; }
+    """
+    SCOPED_CSS = False  # the selectors as written: they name this screen's own ids and classes
+
     class CatchUp(Message):
         """The Assistant committed `version` of the memory: the editor should show it, if it holds no draft."""
 

@@ -63,6 +63,18 @@ def _who_cell(line: BlameLine) -> str:
 class BlameScreen(Screen[int | None]):
     """Dismisses with the version whose diff to open (enter on a line), or None."""
 
+    #: This screen's rules, parsed when it first opens rather than before the frame's first paint.
+    DEFAULT_CSS = """
+    #blame-title { height: auto; padding: 0 1; background: $boost; text-style: bold; }
+    #blame-lines { height: 1fr; }
+    #blame-detail {
+        height: 7;  /* fixed: a pane that grew with the line would scroll the highlighted line out of view */
+        border: round $secondary;
+        padding: 0 1;
+    }
+    """
+    SCOPED_CSS = False  # the selectors as written: they name this screen's own ids and classes
+
     HELP_NAME = "Blame"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", tooltip="Back to Changes", id="memframe.blame.back"),

@@ -9,7 +9,8 @@ End go to the newest and oldest; Downs past the last listed row are owed and pai
 arrives; `/` searches every revision's text, decrypted here (`widgets.revision_search`); `v` shows a
 whole text; `b` blames a revision line by line (`screens.blame`); `f` forgets the history before a
 revision and `k` rotates the key, then the list is read afresh (`dialogs.forget`). The list is
-`widgets.revision_table`.
+`widgets.revision_table`. A few lines over 400 with the screen's own CSS: one job still, the list
+of revisions and what is done from it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ PREFETCH_ROWS = 5
 
 class ChangesScreen(ForgetKeys, Screen["int | RevertRequest | None"]):
     """Dismisses with a revision to restore (Undo), a version whose change to revert, or None."""
+
+    #: This screen's rules, parsed when it first opens rather than before the frame's first paint.
+    DEFAULT_CSS = """
+    #changes-title { height: auto; padding: 0 1; background: $boost; text-style: bold; }
+    #revisions { height: auto; max-height: 40%; }
+    #diff-pane { height: 1fr; border: round $secondary; padding: 0 1; }
+    #diff-title { color: $accent; margin-bottom: 1; }
+    #changes-input { dock: bottom; margin-bottom: 1; }
+    """
+    SCOPED_CSS = False  # the selectors as written: they name this screen's own ids and classes
 
     HELP_NAME = "Changes"
     BINDINGS: ClassVar[list[BindingType]] = [

@@ -48,6 +48,17 @@ class ProposalsScreen(Screen[None]):
     routes it to the main screen, and `Applied` comes back when that flow has ended.
     """
 
+    #: This screen's rules, parsed when it first opens rather than before the frame's first paint.
+    DEFAULT_CSS = """
+    #proposals-title { height: auto; padding: 0 1; background: $boost; text-style: bold; }
+    #proposal-list { height: auto; max-height: 35%; }
+    #proposal-pane { height: 1fr; border: round $secondary; padding: 0 1; }
+    #proposal-title { color: $accent; margin-bottom: 1; }
+    #proposals-message { height: auto; padding: 0 1; color: $success; }
+    #proposals-message.-error { color: $text; background: $error 35%; }
+    """
+    SCOPED_CSS = False  # the selectors as written: they name this screen's own ids and classes
+
     class Apply(Message):
         """Apply `proposal` as the person's own Save; `reply()` tells `proposals` the flow has ended."""
 
