@@ -22,7 +22,7 @@ from memframe.backend.local import LocalBackend
 from memframe.core.types import MEMORY_PATH
 from memframe.sealing import format as sealed_format
 from memframe.service import MemoryService
-from memframe.tui import blame_calls, calls
+from memframe.tui import blame_calls, changes_calls
 from memframe.tui.text import diff_text
 
 PAGE = 50
@@ -86,9 +86,10 @@ def history_list(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
         backend = LocalBackend(MemoryService(paths.local_database()), ws.id, ws.key)
     try:
         with counting_decrypts() as decrypts:
-            first = [time_once(lambda: calls.history_page(backend, PAGE, None)) for _ in range(s.list_samples)]
-            last = [time_once(lambda: calls.history_page(backend, PAGE, PAGE + 1)) for _ in range(s.list_samples)]
-            page = calls.history_page(backend, PAGE, None)
+            page_of = changes_calls.history_page
+            first = [time_once(lambda: page_of(backend, PAGE, None)) for _ in range(s.list_samples)]
+            last = [time_once(lambda: page_of(backend, PAGE, PAGE + 1)) for _ in range(s.list_samples)]
+            page = page_of(backend, PAGE, None)
     finally:
         backend.store.service.close()  # type: ignore[attr-defined]
     figure = latency_figure(
@@ -119,10 +120,10 @@ def newest_diffs(home: Path, ws: Workspace, s: Settings) -> list[Figure]:
     def frame(_: int) -> None:
         # A fresh client each round, as the floor's fresh opener: nothing opened in a round before is kept.
         backend = LocalBackend(service, ws.id, ws.key)
-        page = calls.history_page(backend, PAGE, None)
-        texts = calls.RevisionTexts(backend)
+        page = changes_calls.history_page(backend, PAGE, None)
+        texts = changes_calls.RevisionTexts(backend)
         for info in page.rows:
-            d = calls.revision_diff(texts, info.version, "previous", "", 0)
+            d = changes_calls.revision_diff(texts, info.version, "previous", "", 0)
             assert d.error is None
             diff_text(d.old, d.new, d.old_label, d.new_label)
 

@@ -9,6 +9,7 @@ Layout, so the folder reads as the architecture:
     revert_flow.py  revert one version's change (r in Changes) as a flow, with its conflict
     state.py        DocumentState: draft, base version, dirty flag, in-flight write (no Textual)
     calls.py        backend calls as run on worker threads, each returning an outcome (no Textual)
+    changes_calls.py  the revision list's pages and diffs (Changes) as run on worker threads (no Textual)
     assistant_calls.py  sends, AI switch and proposal previews as run on worker threads (no Textual)
     blame_calls.py  blame, revert and a conversation's receipts as run on worker threads (no Textual)
     forget_calls.py forgetting and key rotation (backend.forgetting) as run on worker threads (no Textual)

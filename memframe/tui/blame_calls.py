@@ -15,7 +15,8 @@ from memframe.core.blame import BlameLine, CaptureMessage, blame
 from memframe.core.errors import MemframeError
 from memframe.core.revert import Reverted, revert
 from memframe.core.turns import Receipt
-from memframe.tui.calls import RevisionTexts, as_error
+from memframe.tui.calls import as_error
+from memframe.tui.changes_calls import RevisionTexts
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:  # the outcomes' modules load with the screens that use them, 
 
     from memframe.core.errors import MemframeError
     from memframe.tui.assistant_calls import AssistantStatus, ProposalList, SendOutcome
-    from memframe.tui.calls import HeadOutcome, HistoryPage, LoadOutcome, ModeOutcome, RevisionDiff
+    from memframe.tui.calls import HeadOutcome, LoadOutcome, ModeOutcome
+    from memframe.tui.changes_calls import HistoryPage, RevisionDiff
     from memframe.tui.conversation import Exchange
     from memframe.tui.forget_calls import Outcome, Preview
     from memframe.tui.state import WriteOutcome

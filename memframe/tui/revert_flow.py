@@ -25,7 +25,7 @@ class RevertRequest:
 async def revert(host: FlowHost, revision: int) -> None:
     """Undo only `revision`'s change on the base version's text, as a new version against it."""
     from memframe.tui.blame_calls import revert_on
-    from memframe.tui.calls import RevisionTexts
+    from memframe.tui.changes_calls import RevisionTexts
 
     state = host.state
     if not state.loaded:

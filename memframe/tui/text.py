@@ -20,7 +20,7 @@ from memframe.core.types import MEMORY_RECALL_MAX_BYTES, Author, Operation, Vers
 from memframe.settings import current as current_settings
 
 if TYPE_CHECKING:
-    from memframe.tui.calls import RevisionDiff
+    from memframe.tui.changes_calls import RevisionDiff
 
 OVERSIZED_EXPLANATION = (
     f"Memory over {MEMORY_RECALL_MAX_BYTES:,} bytes is kept intact, but it is not given to the Assistant, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memframe.backend.save_state import SaveState
 from memframe.core.errors import Unavailable, VersionConflict
 from memframe.core.types import MEMORY_RECALL_MAX_BYTES, MemoryDocument
-from memframe.tui import calls
+from memframe.tui import calls, changes_calls
 from memframe.tui.state import DocumentState, WriteOutcome, WriteRequest
 from memframe.tui.text import ago, diff_text, short_location, size_meter
 from tests.tui.scenarios import Outage, Stage
@@ -64,7 +64,7 @@ def test_calls_turn_every_failure_into_an_outcome(stage: Stage) -> None:
     frame.down = True
     assert isinstance(calls.load(frame).error, Unavailable)  # type: ignore[arg-type]
     assert isinstance(calls.write(frame, WriteRequest.clear(0)).error, Unavailable)  # type: ignore[arg-type]
-    assert isinstance(calls.history_page(frame, 10, None).error, Unavailable)  # type: ignore[arg-type]
+    assert isinstance(changes_calls.history_page(frame, 10, None).error, Unavailable)  # type: ignore[arg-type]
 
 
 def test_wording_helpers() -> None:

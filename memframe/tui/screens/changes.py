@@ -29,7 +29,7 @@ from textual.widgets import DataTable, Input, Static
 
 from memframe.backend.base import Backend
 from memframe.core.types import Operation, VersionInfo
-from memframe.tui import calls
+from memframe.tui import changes_calls
 from memframe.tui.dialogs.forget import ForgetKeys
 from memframe.tui.keynames import key_of
 from memframe.tui.messages import DiffReady, PageLoaded, Tickets
@@ -108,7 +108,7 @@ class ChangesScreen(ForgetKeys, Screen["int | RevertRequest | None"]):
         self._fresh()
 
     def _fresh(self) -> None:  # nothing listed yet: before the first page, or after a key rotation
-        self.texts = calls.RevisionTexts(self.backend)
+        self.texts = changes_calls.RevisionTexts(self.backend)
         self.rows: dict[int, VersionInfo] = {}
         self.oldest: int | None = None
         self.complete = self.fetching = False
@@ -164,7 +164,7 @@ class ChangesScreen(ForgetKeys, Screen["int | RevertRequest | None"]):
 
     @work(thread=True, group="io", exit_on_error=False)
     def _load_page(self, ticket: int, before: int | None, size: int) -> None:
-        self.post_message(PageLoaded(ticket, calls.history_page(self.backend, size, before)))
+        self.post_message(PageLoaded(ticket, changes_calls.history_page(self.backend, size, before)))
 
     def on_revision_table_owed(self, message: RevisionTable.Owed) -> None:
         if not self.complete:
@@ -247,11 +247,11 @@ class ChangesScreen(ForgetKeys, Screen["int | RevertRequest | None"]):
     @work(thread=True, group="io-diff", exclusive=True, exit_on_error=False)
     def _diff(self, ticket: int, version: int, against: str, current: str, current_version: int) -> None:
         if against == "text":  # the revision's whole text, not a diff
-            diff = calls.revision_text(self.texts, version)
+            diff = changes_calls.revision_text(self.texts, version)
             shown = Text(diff.new) if diff.new else Text("(empty: this revision has no text)", style="dim")
             self.post_message(DiffReady(ticket, diff, None if diff.error else shown))
             return
-        diff = calls.revision_diff(self.texts, version, against, current, current_version)
+        diff = changes_calls.revision_diff(self.texts, version, against, current, current_version)
         rendered = None if diff.error else diff_text(diff.old, diff.new, diff.old_label, diff.new_label)
         self.post_message(DiffReady(ticket, diff, rendered))  # diffing a long text stays off the UI thread
 
