@@ -15,15 +15,17 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memframe import sealing
 from memframe.backend.base import MemoryStore
 from memframe.backend.heads import SeenHeads
-from memframe.backend.verify import verify_chains
 from memframe.core.errors import DecryptionFailed, InvalidInput, KeyRotated, MemframeError, RolledBack, WrongKey
 from memframe.core.paths import proposal_path
-from memframe.core.rotation import Destroyed, Rotation, RotationPlan
 from memframe.core.types import MEMORY_PATH, StoredVersion
+
+if TYPE_CHECKING:  # the rotation records load with the first rotation: the frame's first paint makes none
+    from memframe.core.rotation import Destroyed, Rotation
 
 _FORMAT = "memframe-rotation/1"
 #: Versions read in one request while re-sealing.
@@ -113,6 +115,8 @@ class Rotating:
         """Walk every document's whole chain (`memframe.backend.verify`); (path, head version) of each.
         A document whose older versions were forgotten is walked from its first kept version, as the
         rotation record sealed under this key says; any other gap is a break."""
+        from memframe.backend.verify import verify_chains
+
         return verify_chains(self.store, self._key, self.seen, self.chain_starts())
 
     def chain_starts(self) -> dict[str, int]:
@@ -218,6 +222,8 @@ def rotate(
     proposal goes too; `now` is when the forgetting is recorded (default the time). The caller keeps
     `new_key` (pending) before calling this (`memframe.backend.forgetting`): from the swap on, only
     the new key opens the workspace."""
+    from memframe.core.rotation import RotationPlan
+
     workspace = store.workspace_id
     records = store.sealed_records()
     if records.key_check != sealing.key_check(old_key, workspace):

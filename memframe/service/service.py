@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from memframe.core.errors import InvalidInput, MemframeError
 from memframe.core.namespace import refuse_lookalike
-from memframe.core.rotation import Destroyed, Rotation, RotationPart, RotationPlan, SealedRecords
 from memframe.core.types import (
     MEMORY_PATH,
     Author,
@@ -34,7 +33,7 @@ from memframe.keysessions.store import (
     KeySessionStore,
 )
 from memframe.sealing import SEALED_EMPTY_BYTES, is_sealed_empty
-from memframe.service import files, key_checks, rotation, rotation_uploads
+from memframe.service import files, key_checks
 from memframe.service.accounts import Accounts, require_member
 from memframe.service.db import Clock
 from memframe.service.engines import open_database
@@ -43,6 +42,7 @@ from memframe.service.policy import ADVANCE_CLEAR_GENERATION, read_policy, write
 if TYPE_CHECKING:
     import sqlite3
 
+    from memframe.core.rotation import Destroyed, Rotation, RotationPart, RotationPlan, SealedRecords
     from memframe.service.assistant import AssistantService
 
 
@@ -257,27 +257,36 @@ class MemoryService:
             return key_checks.reset(conn, workspace_id)
 
     # --- key rotation (forgetting) ------------------------------------------------------------
+    # (The rotation modules are imported by these methods: the frame's first paint calls none of them.)
 
     def sealed_records(self, user: str, workspace_id: str) -> SealedRecords:
         """What a rotation re-seals besides file versions (`memframe.service.rotation`)."""
+        from memframe.service import rotation
+
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
             return rotation.sealed_records(conn, workspace_id)
 
     def latest_rotation(self, user: str, workspace_id: str) -> Rotation | None:
         """The newest rotation of the workspace's key (when, by whom, its sealed record), if any."""
+        from memframe.service import rotation
+
         with self.db.read() as conn:
             require_member(conn, user, workspace_id)
             return rotation.latest_rotation(conn, workspace_id)
 
     def start_rotation_upload(self, user: str, workspace_id: str) -> str:
         """A staged upload for a rotation over one request's bound (`rotation_uploads`), owner only."""
+        from memframe.service import rotation_uploads
+
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             return rotation_uploads.start(conn, workspace_id, user, self.db.clock())
 
     def stage_rotation_part(self, user: str, workspace_id: str, upload: str, part: RotationPart) -> int:
         """Stage one part of an upload; nothing is read from it until the rotation naming it."""
+        from memframe.service import rotation_uploads
+
         with self.db.write() as conn:
             require_member(conn, user, workspace_id)
             return rotation_uploads.add(conn, workspace_id, user, upload, part)
@@ -285,6 +294,8 @@ class MemoryService:
     def rotate_key(self, user: str, workspace_id: str, plan: RotationPlan, upload: str | None = None) -> Destroyed:
         """Swap in a rotation in one transaction (`rotation.rotate`), with the parts `upload` staged,
         forget the revoked sessions' keys, then take the old bytes off the disk (`Database.scrub`)."""
+        from memframe.service import rotation, rotation_uploads
+
         live = self._live_sessions(user, workspace_id)  # asked before the batch: the store may be a service
         try:
             with self.db.destroying(), self.db.write() as conn:

@@ -45,7 +45,7 @@ def test_the_shipped_package_carries_no_test_scaffolding() -> None:
 def test_the_first_paint_loads_only_the_main_screen() -> None:
     """Dialogs, the backend calls and the side screens load when first used, not before the frame is on screen."""
     late = (
-        "dialogs", "calls", "assistant_calls", "conversation",
+        "dialogs", "calls", "changes_calls", "assistant_calls", "conversation",
         "screens.changes", "screens.assistant", "screens.proposals", "screens.mode",
     )  # fmt: skip
     loaded = modules_loaded("import memframe.tui.app", ("memframe.tui.",))
@@ -55,7 +55,8 @@ def test_the_first_paint_loads_only_the_main_screen() -> None:
 
 def test_the_frame_reaches_app_run_without_what_its_first_paint_does_not_need(memframe_home: Path) -> None:
     """Up to `App.run` on a local workspace (the command line parsed, the store opened, the first read
-    done), the frame loads neither the Assistant's records, nor the edit parser, nor serve's workers."""
+    done), the frame loads neither the Assistant's records, nor the edit parser, nor serve's workers,
+    nor what only a key rotation or the Changes screen uses."""
     from memframe.backend.workspaces import init_local_workspace
 
     init_local_workspace("default")
@@ -67,7 +68,10 @@ def test_the_frame_reaches_app_run_without_what_its_first_paint_does_not_need(me
         "from memframe.cli import main\n"
         "assert main(['frame']) == 0\n"
     )
-    late = ("memframe.core.turns", "memframe.core.edits", "memframe.assistant", "multiprocessing", "httpx")
+    late = (
+        "memframe.core.turns", "memframe.core.edits", "memframe.assistant", "multiprocessing", "httpx",
+        "memframe.core.rotation", "memframe.service.rotation", "memframe.backend.verify", "memframe.tui.changes_calls",
+    )  # fmt: skip
     loaded = modules_loaded(run_until_app_run, ("memframe.tui.calls", *late))
     assert loaded == ["memframe.tui.calls"]  # the first read ran, and nothing late came with it
 
