@@ -52,6 +52,7 @@ def test_blame_names_each_lines_version_and_enter_opens_its_diff(stage: Stage) -
         assert [(b.version, b.text) for b in screen.outcome.lines] == [
             (1, "# Memory\n"), (3, "- Aiko prefers long answers.\n"), (2, "- Ben is on leave.\n"),
         ]  # fmt: skip
+        assert "revision 3: 3 lines from 3 versions" in str(screen.query_one("#blame-title", Static).render())
         table = screen.query_one(DataTable)
         assert table.row_count == 3 and str(table.get_row_at(2)[0]) == "2"
         assert "local" in str(table.get_row_at(2)[1])  # the person's user name
@@ -74,6 +75,17 @@ def test_blame_of_an_older_revision(stage: Stage) -> None:
         screen = await open_blame(pilot, row=1)  # revision 2
         assert screen.outcome is not None and screen.outcome.at == 2
         assert [b.version for b in screen.outcome.lines] == [1, 1, 2]
+
+    drive(stage.app(), script)
+
+
+def test_a_one_line_memory_is_counted_in_the_singular(stage: Stage) -> None:
+    """Found by hand: "1 lines from 1 versions"."""
+    stage.other.save("- Miso is the cat.\n", 0)
+
+    async def script(pilot: Pilot[Any]) -> None:
+        screen = await open_blame(pilot)
+        assert "revision 1: 1 line from 1 version ·" in str(screen.query_one("#blame-title", Static).render())
 
     drive(stage.app(), script)
 

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Static
 from memframe.backend.base import Backend
 from memframe.core.blame import BlameLine
 from memframe.core.types import Author, Operation, RecallStatus
+from memframe.core.wording import many
 from memframe.tui import blame_calls
 from memframe.tui.keynames import key_of
 from memframe.tui.text import ago, when
@@ -121,7 +122,7 @@ class BlameScreen(Screen[int | None]):
         now = self.clock()
         versions = {line.version for line in outcome.lines}
         title.update(
-            f"Blame — revision {self.at}: {len(outcome.lines):,} lines from {len(versions):,} versions · "
+            f"Blame — revision {self.at}: {many(len(outcome.lines), 'line')} from {many(len(versions), 'version')} · "
             f"enter: its diff · {key_of(self.app, 'blame.back')}: back"
         )
         for n, line in enumerate(outcome.lines):
