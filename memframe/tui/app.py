@@ -45,7 +45,7 @@ class MemoryFrameApp(App[int]):
     #: would make Textual re-parse every stylesheet and restyle every widget then.
     CSS_PATH = "memframe.tcss"
     TITLE = "memframe"
-    #: Every screen gets -narrow / -wide and -low / -tall classes, so the .tcss can reflow for 80×24 and 60×20.
+    #: Every screen gets -narrow / -wide and -low / -tall classes, so its CSS can reflow for 80×24 and 60×20.
     # (Textual annotates these as instance variables, so mypy objects to the ClassVar ruff asks for.)
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (90, "-wide")]  # type: ignore[misc]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-low"), (26, "-tall")]  # type: ignore[misc]
