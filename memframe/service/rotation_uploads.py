@@ -9,7 +9,7 @@ swap's one transaction, so a stale base or a concurrent Save still refuses the w
 from __future__ import annotations
 
 import dataclasses
-import os
+import secrets
 import sqlite3
 
 from memframe.core.errors import NotFound
@@ -29,7 +29,7 @@ def start(conn: sqlite3.Connection, workspace_id: str, user: str, now: float) ->
         "DELETE FROM key_rotation_uploads WHERE workspace_id = ? OR created_at < ?",
         (workspace_id, now - ABANDONED_SECONDS),
     )
-    upload = "rku_" + os.urandom(16).hex()  # what secrets.token_hex does, without loading it on every start
+    upload = "rku_" + secrets.token_hex(16)
     conn.execute(
         "INSERT INTO key_rotation_uploads (id, workspace_id, created_by, created_at) VALUES (?, ?, ?, ?)",
         (upload, workspace_id, user, now),
